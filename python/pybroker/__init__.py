@@ -1,0 +1,1 @@
+"""pybroker: a Kafka-protocol broker."""

@@ -1,0 +1,97 @@
+"""Typed surface of the Rust extension (rust/core-py). The contract between the
+Python control plane and the Rust log engine; keep it small."""
+
+from typing import final
+
+from typing_extensions import Buffer
+
+class CorruptRecordError(Exception):
+    """A batch failed length/magic/CRC checks (Kafka CORRUPT_MESSAGE, 2)."""
+
+class InvalidRecordError(Exception):
+    """A batch is well formed but breaks a rule (Kafka INVALID_RECORD, 87)."""
+
+class RecordTooLargeError(Exception):
+    """A batch exceeds max_message_bytes (Kafka MESSAGE_TOO_LARGE, 10)."""
+
+class OffsetOutOfRangeError(Exception):
+    """The offset is below the log start or above the log end (Kafka 1)."""
+
+class StorageError(Exception):
+    """An I/O error on the log (Kafka KAFKA_STORAGE_ERROR, 56)."""
+
+@final
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    #: the broker time stamped on the batches when log_append_time, else -1
+    log_append_time_ms: int
+    record_count: int
+    batch_count: int
+
+@final
+class FileSlice:
+    """Whole batches of one segment file: [position, position+length)."""
+
+    @property
+    def length(self) -> int: ...
+    def sendfile(self, sock_fd: int, sent: int) -> int:
+        """sendfile(2) bytes [sent, length) of the slice to a non-blocking socket.
+        Returns how many bytes this call wrote (may be fewer than asked);
+        raises BlockingIOError if the socket would block before any byte."""
+    def read(self) -> bytes:
+        """The slice's bytes, copied (tests, small responses)."""
+
+@final
+class PartitionLog:
+    """One partition directory `<topic>-<n>/` of Kafka segment files."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        segment_bytes: int = 1073741824,
+        segment_ms: int = 604800000,
+        index_interval_bytes: int = 4096,
+        segment_index_bytes: int = 10485760,
+        max_message_bytes: int = 1048588,
+        log_append_time: bool = False,
+        recovery_point: int = 0,
+        clean_shutdown: bool = False,
+        log_start_offset: int = 0,
+    ) -> None:
+        """Open (creating if needed) the directory. Unless clean_shutdown, every
+        segment from the one holding recovery_point on is scanned, validated and
+        truncated at the first bad byte, and its indexes rebuilt."""
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def recovery_point(self) -> int: ...
+    @property
+    def size_bytes(self) -> int: ...
+    @property
+    def segment_count(self) -> int: ...
+    def append(self, records: Buffer, leader_epoch: int, now_ms: int) -> AppendResult:
+        """Validate every batch in `records` (one produce partition's bytes),
+        then append all of them or none. Assigns offsets from log_end_offset,
+        writes base offset and leader epoch in place; with log_append_time also
+        sets max timestamp to now_ms and recomputes the CRC. Rolls the active
+        segment first when segment_bytes / segment_ms / a full index require."""
+    def read(
+        self, offset: int, max_bytes: int, *, min_one: bool, max_offset: int | None = None
+    ) -> FileSlice | None:
+        """Whole batches from the one holding `offset`, at most max_bytes
+        (or the first batch whole when min_one), none at/after max_offset.
+        None when offset == log_end_offset (or max_offset). Raises
+        OffsetOutOfRangeError outside [log_start_offset, log_end_offset]."""
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= timestamp_ms."""
+    def flush(self) -> None:
+        """fsync log and index files up to log_end_offset; advances recovery_point."""
+    def roll(self) -> None: ...
+    def close(self) -> None:
+        """Flush, trim the active segment's indexes to their entries, release files."""
+
+def crc32c(data: Buffer) -> int: ...
