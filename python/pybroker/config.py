@@ -1,0 +1,332 @@
+"""Broker and topic configuration: Kafka's names and defaults, in one table.
+
+Every key the broker understands is declared once in `BROKER_CONFIGS`. A broker
+key that has a per-topic form names it in `topic_name` (Kafka's
+`log.segment.bytes` -> `segment.bytes`), so topic defaults come from the broker
+config and DescribeConfigs can show where a value came from."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+LONG_MAX = 9223372036854775807
+INT_MAX = 2147483647
+
+
+class ConfigType(enum.IntEnum):
+    """DescribeConfigs v3 config_type codes."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigs v1+ config_source codes."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: ConfigType
+    default: Any
+    doc: str
+    topic_name: str | None = None
+    #: allowed values for STRING keys with a fixed set (cleanup.policy is a LIST of these)
+    choices: tuple[str, ...] | None = None
+    minimum: int | None = None
+
+
+def _k(name: str, type_: ConfigType, default: Any, doc: str, **kw: Any) -> ConfigKey:
+    return ConfigKey(name, type_, default, doc, **kw)
+
+
+T = ConfigType
+BROKER_CONFIGS: tuple[ConfigKey, ...] = (
+    # --- server identity and network ---
+    _k("broker.id", T.INT, 0, "The id of this broker."),
+    _k("node.id", T.INT, -1, "KRaft name of broker.id; used when broker.id is unset."),
+    _k("listeners", T.STRING, "PLAINTEXT://127.0.0.1:9092", "Addresses the broker listens on."),
+    _k("advertised.listeners", T.STRING, None, "Addresses given to clients; default listeners."),
+    _k("socket.request.max.bytes", T.INT, 104857600, "Largest request frame accepted.",
+       minimum=1),
+    _k("socket.send.buffer.bytes", T.INT, 102400, "SO_SNDBUF of client sockets (-1: OS)."),
+    _k("socket.receive.buffer.bytes", T.INT, 102400, "SO_RCVBUF of client sockets (-1: OS)."),
+    _k("connections.max.idle.ms", T.LONG, 600000, "Idle connections are closed after this."),
+    _k("zookeeper.connect", T.STRING, None, "ZooKeeper connect string; enables cluster mode."),
+    _k("metrics.port", T.INT, 0, "Port of the Prometheus endpoint; 0 disables it."),
+    # --- topics ---
+    _k("log.dirs", T.LIST, None, "Directories holding partition logs (default log.dir)."),
+    _k("log.dir", T.STRING, "./pybroker-data", "Log directory used when log.dirs is unset."),
+    _k("num.partitions", T.INT, 1, "Partitions of auto-created topics.", minimum=1),
+    _k("default.replication.factor", T.INT, 1, "Replication factor of auto-created topics."),
+    _k("auto.create.topics.enable", T.BOOLEAN, True, "Create unknown topics on metadata/produce."),
+    _k("delete.topic.enable", T.BOOLEAN, True, "Allow DeleteTopics."),
+    # --- log segments and indexes ---
+    _k("log.segment.bytes", T.INT, 1073741824, "Largest segment file.", topic_name="segment.bytes",
+       minimum=14),
+    _k("log.roll.ms", T.LONG, None, "Roll a segment after this long (default log.roll.hours)."),
+    _k("log.roll.hours", T.INT, 168, "Roll a segment after this many hours.",
+       topic_name="segment.ms"),
+    _k("log.index.size.max.bytes", T.INT, 10485760, "Size of a segment's index files.",
+       topic_name="segment.index.bytes", minimum=4),
+    _k("log.index.interval.bytes", T.INT, 4096, "Bytes of log between index entries.",
+       topic_name="index.interval.bytes", minimum=0),
+    _k("message.max.bytes", T.INT, 1048588, "Largest record batch accepted.",
+       topic_name="max.message.bytes", minimum=0),
+    _k("log.message.timestamp.type", T.STRING, "CreateTime", "CreateTime or LogAppendTime.",
+       topic_name="message.timestamp.type", choices=("CreateTime", "LogAppendTime")),
+    _k("log.preallocate", T.BOOLEAN, False, "Preallocate segment files.", topic_name="preallocate"),
+    _k("log.segment.delete.delay.ms", T.LONG, 60000, "Delay before a deleted segment's files go.",
+       topic_name="file.delete.delay.ms"),
+    # --- retention ---
+    _k("log.retention.ms", T.LONG, None, "Retention by time (default log.retention.minutes)."),
+    _k("log.retention.minutes", T.INT, None, "Retention by time (default log.retention.hours)."),
+    _k("log.retention.hours", T.INT, 168, "Retention by time in hours.",
+       topic_name="retention.ms"),
+    _k("log.retention.bytes", T.LONG, -1, "Retention by partition size; -1 is unlimited.",
+       topic_name="retention.bytes"),
+    _k("log.retention.check.interval.ms", T.LONG, 300000, "How often retention is checked."),
+    _k("log.cleanup.policy", T.LIST, "delete", "delete, compact or both.",
+       topic_name="cleanup.policy", choices=("delete", "compact")),
+    # --- flush ---
+    _k("log.flush.interval.messages", T.LONG, LONG_MAX, "fsync after this many messages.",
+       topic_name="flush.messages", minimum=1),
+    _k("log.flush.interval.ms", T.LONG, None, "fsync after this long (default scheduler interval).",
+       topic_name="flush.ms"),
+    _k("log.flush.scheduler.interval.ms", T.LONG, LONG_MAX, "How often the flusher checks logs."),
+    _k("log.flush.offset.checkpoint.interval.ms", T.INT, 60000,
+       "How often the recovery point checkpoint is written."),
+    _k("log.flush.start.offset.checkpoint.interval.ms", T.INT, 60000,
+       "How often the log start offset checkpoint is written."),
+    # --- compaction ---
+    _k("log.cleaner.enable", T.BOOLEAN, True, "Run the log cleaner."),
+    _k("log.cleaner.delete.retention.ms", T.LONG, 86400000, "How long tombstones are kept.",
+       topic_name="delete.retention.ms"),
+    _k("log.cleaner.min.compaction.lag.ms", T.LONG, 0, "Records younger than this are not cleaned.",
+       topic_name="min.compaction.lag.ms"),
+    _k("log.cleaner.max.compaction.lag.ms", T.LONG, LONG_MAX,
+       "Records older than this are cleaned.", topic_name="max.compaction.lag.ms"),
+    _k("log.cleaner.min.cleanable.ratio", T.DOUBLE, 0.5, "Dirty ratio that triggers cleaning.",
+       topic_name="min.cleanable.dirty.ratio"),
+    _k("log.cleaner.io.max.bytes.per.second", T.DOUBLE, 1.7976931348623157e308,
+       "Cleaner I/O throttle."),
+    _k("log.cleaner.backoff.ms", T.LONG, 15000, "Sleep when there is nothing to clean."),
+    # --- replication (cluster mode) ---
+    _k("min.insync.replicas", T.INT, 1, "Replicas that must ack an acks=all produce.",
+       topic_name="min.insync.replicas", minimum=1),
+    _k("unclean.leader.election.enable", T.BOOLEAN, False, "Allow out-of-sync leaders.",
+       topic_name="unclean.leader.election.enable"),
+    _k("compression.type", T.STRING, "producer", "Topic compression; producer keeps the batch.",
+       topic_name="compression.type",
+       choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
+    _k("replica.lag.time.max.ms", T.LONG, 30000, "Followers lagging longer leave the ISR."),
+    # --- groups ---
+    _k("offsets.topic.num.partitions", T.INT, 50, "Partitions of __consumer_offsets."),
+    _k("offsets.topic.replication.factor", T.SHORT, 3, "Replication of __consumer_offsets."),
+    _k("offsets.retention.minutes", T.INT, 10080, "Committed offsets of empty groups expire."),
+    _k("group.initial.rebalance.delay.ms", T.INT, 3000, "Wait for members of a new group."),
+    _k("group.min.session.timeout.ms", T.INT, 6000, "Smallest session timeout allowed."),
+    _k("group.max.session.timeout.ms", T.INT, 1800000, "Largest session timeout allowed."),
+)
+del T
+
+BY_NAME: dict[str, ConfigKey] = {k.name: k for k in BROKER_CONFIGS}
+TOPIC_KEYS: dict[str, ConfigKey] = {k.topic_name: k for k in BROKER_CONFIGS if k.topic_name}
+
+
+def parse_value(key: ConfigKey, raw: Any) -> Any:
+    """Turn a properties-file string (or a typed value) into the key's type."""
+    if raw is None:
+        return None
+    try:
+        if key.type is ConfigType.BOOLEAN:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text not in ("true", "false"):
+                raise ValueError(raw)
+            return text == "true"
+        if key.type in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
+            value = int(str(raw).strip())
+            if key.minimum is not None and value < key.minimum:
+                raise ConfigError(f"{key.name} must be at least {key.minimum}, got {value}")
+            return value
+        if key.type is ConfigType.DOUBLE:
+            return float(str(raw).strip())
+        if key.type is ConfigType.LIST:
+            items = raw if isinstance(raw, list) else [
+                p.strip() for p in str(raw).split(",") if p.strip()]
+            if key.choices:
+                bad = [i for i in items if i not in key.choices]
+                if bad:
+                    raise ConfigError(f"invalid value {bad[0]!r} for {key.name}")
+            return items
+        text = str(raw).strip()
+        if key.choices and text not in key.choices:
+            raise ConfigError(f"invalid value {text!r} for {key.name}")
+        return text
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid value {raw!r} for {key.name}") from exc
+
+
+def format_value(key: ConfigKey, value: Any) -> str | None:
+    """The string Kafka shows in DescribeConfigs."""
+    if value is None:
+        return None
+    if key.type is ConfigType.BOOLEAN:
+        return "true" if value else "false"
+    if key.type is ConfigType.LIST:
+        return ",".join(value)
+    return str(value)
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """Java .properties subset: key=value or key: value, # and ! comments, \\ continuation."""
+    props: dict[str, str] = {}
+    pending = ""
+    for line in Path(path).read_text().splitlines():
+        line = pending + line.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)", line)
+        if match:
+            props[match.group(1)] = match.group(2)
+        else:
+            props[line] = ""
+    return props
+
+
+class BrokerConfig:
+    """Values given in server.properties / --override, over the table's defaults."""
+
+    def __init__(self, given: Mapping[str, str] | None = None) -> None:
+        self.given: dict[str, Any] = {}
+        #: keys Kafka knows that pybroker does not use are kept, so they can be shown
+        self.unknown: dict[str, str] = {}
+        for name, raw in (given or {}).items():
+            key = BY_NAME.get(name)
+            if key is None:
+                self.unknown[name] = raw
+            else:
+                self.given[name] = parse_value(key, raw)
+
+    @classmethod
+    def load(cls, path: str | Path | None, overrides: Iterable[str] = ()) -> BrokerConfig:
+        props = read_properties(path) if path else {}
+        for item in overrides:
+            if "=" not in item:
+                raise ConfigError(f"--override takes key=value, got {item!r}")
+            name, value = item.split("=", 1)
+            props[name.strip()] = value.strip()
+        return cls(props)
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.given:
+            return self.given[name]
+        return BY_NAME[name].default
+
+    def source(self, name: str) -> ConfigSource:
+        return ConfigSource.STATIC_BROKER_CONFIG if name in self.given else ConfigSource.DEFAULT_CONFIG
+
+    # --- derived values with Kafka's fallback chains ---
+    @property
+    def broker_id(self) -> int:
+        if "broker.id" not in self.given and self["node.id"] >= 0:
+            return int(self["node.id"])
+        return int(self["broker.id"])
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return self["log.dirs"] or [self["log.dir"]]
+
+    def topic_default(self, topic_name: str) -> Any:
+        """The broker-level value a topic config takes when the topic does not set it."""
+        key = TOPIC_KEYS[topic_name]
+        if topic_name == "segment.ms":
+            if self["log.roll.ms"] is not None:
+                return self["log.roll.ms"]
+            return self["log.roll.hours"] * 3600_000
+        if topic_name == "retention.ms":
+            if self["log.retention.ms"] is not None:
+                return self["log.retention.ms"]
+            if self["log.retention.minutes"] is not None:
+                return self["log.retention.minutes"] * 60_000
+            return self["log.retention.hours"] * 3600_000
+        if topic_name == "flush.ms":
+            value = self["log.flush.interval.ms"]
+            return self["log.flush.scheduler.interval.ms"] if value is None else value
+        return self[key.name]
+
+    def topic_default_source(self, topic_name: str) -> ConfigSource:
+        key = TOPIC_KEYS[topic_name]
+        names = {
+            "segment.ms": ("log.roll.ms", "log.roll.hours"),
+            "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+            "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+        }.get(topic_name, (key.name,))
+        if any(n in self.given for n in names):
+            return ConfigSource.STATIC_BROKER_CONFIG
+        return ConfigSource.DEFAULT_CONFIG
+
+
+def topic_key_type(topic_name: str) -> ConfigType:
+    key = TOPIC_KEYS[topic_name]
+    # segment.ms and retention.ms are LONG at topic level, whatever unit the broker key has
+    if topic_name in ("segment.ms", "retention.ms", "flush.ms"):
+        return ConfigType.LONG
+    return key.type
+
+
+def parse_topic_config(name: str, raw: Any) -> Any:
+    """Validate one topic-level override; raises ConfigError for unknown names/values."""
+    key = TOPIC_KEYS.get(name)
+    if key is None:
+        raise ConfigError(f"Unknown topic config name: {name}")
+    return parse_value(dataclasses.replace(key, name=name, type=topic_key_type(name)), raw)
+
+
+class TopicConfig:
+    """A topic's effective configuration: its overrides over the broker's defaults."""
+
+    def __init__(self, broker: BrokerConfig, overrides: Mapping[str, Any]) -> None:
+        self.broker = broker
+        self.overrides = dict(overrides)
+
+    def __getitem__(self, topic_name: str) -> Any:
+        if topic_name in self.overrides:
+            return self.overrides[topic_name]
+        return self.broker.topic_default(topic_name)
+
+    def source(self, topic_name: str) -> ConfigSource:
+        if topic_name in self.overrides:
+            return ConfigSource.DYNAMIC_TOPIC_CONFIG
+        return self.broker.topic_default_source(topic_name)

@@ -1,0 +1,143 @@
+"""Opens, creates and deletes partition logs across `log.dirs`, and writes the
+broker-level files Kafka keeps beside them (meta.properties, checkpoints, the
+clean-shutdown marker)."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from pybroker.config import BrokerConfig, TopicConfig, parse_topic_config
+from pybroker.coordination.base import TopicRecord
+from pybroker.log.checkpoint import read_checkpoint, write_checkpoint
+from pybroker.log.partition import Partition
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+REPLICATION_FILE = "replication-offset-checkpoint"
+META_FILE = "meta.properties"
+
+
+def topic_config(broker: BrokerConfig, record: TopicRecord) -> TopicConfig:
+    return TopicConfig(broker, {k: parse_topic_config(k, v) for k, v in record.configs.items()})
+
+
+def partition_dir_name(topic: str, index: int) -> str:
+    return f"{topic}-{index}"
+
+
+class LogManager:
+    def __init__(self, config: BrokerConfig, cluster_id: str) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.dirs = [Path(d) for d in config.log_dirs]
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._clean: dict[Path, bool] = {}
+        self._recovery_points: dict[Path, dict[tuple[str, int], int]] = {}
+        self._log_starts: dict[Path, dict[tuple[str, int], int]] = {}
+
+    # --- lifecycle ---
+    def startup(self, topics: dict[str, TopicRecord]) -> None:
+        for directory in self.dirs:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._write_meta(directory)
+            marker = directory / CLEAN_SHUTDOWN_FILE
+            self._clean[directory] = marker.exists()
+            self._recovery_points[directory] = read_checkpoint(directory / RECOVERY_POINT_FILE)
+            self._log_starts[directory] = read_checkpoint(directory / LOG_START_FILE)
+        for record in topics.values():
+            for index in range(len(record.partitions)):
+                self.open_partition(record, index)
+        # the marker only vouches for the shutdown before this start
+        for directory in self.dirs:
+            (directory / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+        log.info("loaded %d partitions from %s", len(self.partitions),
+                 ", ".join(map(str, self.dirs)))
+
+    def shutdown(self) -> None:
+        for partition in self.partitions.values():
+            partition.close()
+        self.write_checkpoints()
+        for directory in self.dirs:
+            (directory / CLEAN_SHUTDOWN_FILE).touch()
+        self.partitions.clear()
+
+    def write_checkpoints(self) -> None:
+        for directory in self.dirs:
+            mine = {k: p for k, p in self.partitions.items() if p.directory.parent == directory}
+            write_checkpoint(directory / RECOVERY_POINT_FILE,
+                             {k: p.log.recovery_point for k, p in mine.items()})
+            write_checkpoint(directory / LOG_START_FILE,
+                             {k: p.log.log_start_offset for k, p in mine.items()})
+            write_checkpoint(directory / REPLICATION_FILE,
+                             {k: p.high_watermark for k, p in mine.items()})
+
+    # --- partitions ---
+    def get(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def open_partition(self, record: TopicRecord, index: int) -> Partition:
+        key = (record.name, index)
+        existing = self.partitions.get(key)
+        if existing is not None:
+            return existing
+        name = partition_dir_name(record.name, index)
+        directory = next((d for d in self.dirs if (d / name).is_dir()), None)
+        if directory is None:
+            directory = self._least_loaded_dir()
+        path = directory / name
+        path.mkdir(parents=True, exist_ok=True)
+        _write_partition_metadata(path, record.topic_id)
+        partition = Partition(
+            record.name,
+            index,
+            path,
+            topic_config(self.config, record),
+            recovery_point=self._recovery_points.get(directory, {}).get(key, 0),
+            log_start_offset=self._log_starts.get(directory, {}).get(key, 0),
+            clean_shutdown=self._clean.get(directory, False),
+            leader_epoch=record.partitions[index].leader_epoch,
+        )
+        self.partitions[key] = partition
+        return partition
+
+    def delete_topic(self, topic: str) -> None:
+        """Close the topic's logs; rename each dir aside first so a crash mid-delete
+        leaves nothing that would be loaded again (Kafka's `-delete` suffix)."""
+        for key in [k for k in self.partitions if k[0] == topic]:
+            partition = self.partitions.pop(key)
+            partition.close()
+            doomed = partition.directory.with_name(
+                f"{partition.directory.name}.{uuid.uuid4().hex}-delete")
+            os.replace(partition.directory, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+
+    def _least_loaded_dir(self) -> Path:
+        counts = {d: 0 for d in self.dirs}
+        for partition in self.partitions.values():
+            counts[partition.directory.parent] = counts.get(partition.directory.parent, 0) + 1
+        return min(self.dirs, key=lambda d: counts[d])
+
+    def _write_meta(self, directory: Path) -> None:
+        path = directory / META_FILE
+        if path.exists():
+            return
+        path.write_text(
+            "#\n#pybroker\nversion=0\n"
+            f"broker.id={self.config.broker_id}\ncluster.id={self.cluster_id}\n"
+        )
+
+
+def _write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
+    """Kafka's partition.metadata: the topic id, so a recreated topic is told apart."""
+    target = path / "partition.metadata"
+    if not target.exists():
+        encoded = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+        target.write_text(f"version: 0\ntopic_id: {encoded}\n")

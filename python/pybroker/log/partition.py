@@ -1,0 +1,84 @@
+"""One partition replica on this broker: its log, its config and the waiters
+(long-poll fetches) to wake when it grows."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import anyio
+
+from pybroker._core import AppendResult, FileSlice, PartitionLog
+from pybroker.config import TopicConfig
+
+
+def log_options(config: TopicConfig) -> dict[str, object]:
+    """PartitionLog keyword arguments from a topic's effective config."""
+    return {
+        "segment_bytes": int(config["segment.bytes"]),
+        "segment_ms": int(config["segment.ms"]),
+        "index_interval_bytes": int(config["index.interval.bytes"]),
+        "segment_index_bytes": int(config["segment.index.bytes"]),
+        "max_message_bytes": int(config["max.message.bytes"]),
+        "log_append_time": config["message.timestamp.type"] == "LogAppendTime",
+    }
+
+
+class Partition:
+    def __init__(
+        self,
+        topic: str,
+        index: int,
+        directory: Path,
+        config: TopicConfig,
+        *,
+        recovery_point: int,
+        log_start_offset: int,
+        clean_shutdown: bool,
+        leader_epoch: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.index = index
+        self.directory = directory
+        self.config = config
+        self.leader_epoch = leader_epoch
+        self.log = PartitionLog(
+            str(directory),
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown,
+            **log_options(config),  # type: ignore[arg-type]
+        )
+        self._waiters: list[anyio.Event] = []
+
+    @property
+    def high_watermark(self) -> int:
+        # single node: every appended record is committed
+        return self.log.log_end_offset
+
+    def append(self, records: memoryview) -> AppendResult:
+        result = self.log.append(records, self.leader_epoch, int(time.time() * 1000))
+        self.wake_waiters()
+        return result
+
+    def read(self, offset: int, max_bytes: int, min_one: bool) -> FileSlice | None:
+        return self.log.read(offset, max_bytes, min_one=min_one, max_offset=self.high_watermark)
+
+    def add_waiter(self, event: anyio.Event) -> None:
+        self._waiters.append(event)
+
+    def remove_waiter(self, event: anyio.Event) -> None:
+        try:
+            self._waiters.remove(event)
+        except ValueError:
+            pass
+
+    def wake_waiters(self) -> None:
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for event in waiters:
+                event.set()
+
+    def close(self) -> None:
+        self.wake_waiters()
+        self.log.close()
