@@ -358,3 +358,49 @@ class RawClient:
     def fetch(self, topic: str, partition: int, offset: int, **kw: int) -> FetchPart:
         body = self.request(API_FETCH, 4, fetch_body_v4(topic, partition, offset, **kw))
         return parse_fetch_v4(body)[0]
+
+
+def metadata_body_v4(topics: list[str] | None, allow_auto_create: bool) -> bytes:
+    names = None if topics is None else [string(t) for t in topics]
+    return array(names) + i8(1 if allow_auto_create else 0)
+
+
+@dataclass
+class TopicMeta:
+    name: str
+    error_code: int
+    partitions: dict[int, int]  # partition -> error code
+
+
+def parse_metadata_v4(body: bytes) -> dict[str, TopicMeta]:
+    r = Reader(body)
+    r.i32()  # throttle
+    for _ in range(r.i32()):  # brokers
+        r.i32()
+        r.string()
+        r.i32()
+        r.string()
+    r.string()  # cluster id
+    r.i32()  # controller
+    out = {}
+    for _ in range(r.i32()):
+        err = r.i16()
+        name = r.string() or ""
+        r.i8()  # internal
+        parts = {}
+        for _ in range(r.i32()):
+            perr = r.i16()
+            idx = r.i32()
+            r.i32()  # leader
+            for _ in range(2):  # replicas, isr (offline_replicas only from v5)
+                for _ in range(max(r.i32(), 0)):
+                    r.i32()
+            parts[idx] = perr
+        out[name] = TopicMeta(name, err, parts)
+    return out
+
+
+def metadata_v4(client: RawClient, topics: list[str] | None,
+                allow_auto_create: bool) -> dict[str, TopicMeta]:
+    body = client.request(API_METADATA, 4, metadata_body_v4(topics, allow_auto_create))
+    return parse_metadata_v4(body)
