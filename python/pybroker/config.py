@@ -255,7 +255,9 @@ class BrokerConfig:
         return BY_NAME[name].default
 
     def source(self, name: str) -> ConfigSource:
-        return ConfigSource.STATIC_BROKER_CONFIG if name in self.given else ConfigSource.DEFAULT_CONFIG
+        if name in self.given:
+            return ConfigSource.STATIC_BROKER_CONFIG
+        return ConfigSource.DEFAULT_CONFIG
 
     # --- derived values with Kafka's fallback chains ---
     @property

@@ -16,7 +16,8 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 def validate_topic_name(name: str | None) -> None:
     """Kafka's Topic.validate: 1-249 chars of [a-zA-Z0-9._-], not '.' or '..'."""
     if not name:
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         "Topic name is illegal, it can't be empty")
     if name in (".", ".."):
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
     if len(name) > TOPIC_NAME_MAX:

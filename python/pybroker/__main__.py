@@ -1,0 +1,5 @@
+import sys
+
+from pybroker.cli import main
+
+sys.exit(main())

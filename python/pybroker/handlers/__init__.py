@@ -1,0 +1,14 @@
+"""Request handlers, one module per Kafka API. Importing this package registers
+them all in `registry.HANDLERS`."""
+
+from pybroker.handlers import (  # noqa: F401
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_topics,
+    describe_configs,
+    fetch,
+    list_offsets,
+    metadata,
+    produce,
+)

@@ -1,0 +1,25 @@
+"""DeleteTopics (20)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pybroker.errors import KafkaError
+from pybroker.handlers.registry import handles
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+    from pybroker.server.dispatch import Request
+
+
+@handles(20, (1, 3))
+async def handle_delete_topics(broker: Broker, request: Request) -> dict[str, Any]:
+    responses = []
+    for name in request.body["topic_names"]:
+        try:
+            broker.delete_topic(name)
+            code = 0
+        except KafkaError as exc:
+            code = int(exc.code)
+        responses.append({"name": name, "error_code": code})
+    return {"throttle_time_ms": 0, "responses": responses}

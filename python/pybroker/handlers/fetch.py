@@ -1,0 +1,112 @@
+"""Fetch (1): record bytes from many partitions, long-polled.
+
+A fetch answers at once when it has `min_bytes`, else waits (woken by appends)
+until it has them or `max_wait_ms` passes. Record bytes come back as file
+slices that the connection sends with sendfile(2). Fetch sessions (KIP-227)
+are not kept: session_id is always 0, so every fetch is a full one."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from pybroker import _core
+from pybroker.errors import ErrorCode
+from pybroker.handlers.registry import handles
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+    from pybroker.log.partition import Partition
+    from pybroker.server.dispatch import Request
+
+MAX_BYTES_DEFAULT = 0x7FFFFFFF
+
+
+@handles(1, (4, 11))
+async def handle_fetch(broker: Broker, request: Request) -> dict[str, Any]:
+    body = request.body
+    deadline = request.received_ms + max(0, body["max_wait_ms"]) / 1000
+    min_bytes = body["min_bytes"]
+    while True:
+        topics, total, errors, partitions = read_all(broker, body)
+        remaining = deadline - time.monotonic()
+        if total >= min_bytes or errors or remaining <= 0 or not partitions:
+            return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
+        woken = anyio.Event()
+        for partition in partitions:
+            partition.add_waiter(woken)
+        try:
+            with anyio.move_on_after(remaining):
+                await woken.wait()
+        finally:
+            for partition in partitions:
+                partition.remove_waiter(woken)
+
+
+def read_all(
+    broker: Broker, body: dict[str, Any]
+) -> tuple[list[dict[str, Any]], int, bool, list[Partition]]:
+    """One pass over the requested partitions: (responses, bytes, any error, partitions)."""
+    max_bytes = body["max_bytes"] or MAX_BYTES_DEFAULT
+    total = 0
+    errors = False
+    seen: list[Partition] = []
+    topics = []
+    for topic in body["topics"]:
+        name = topic["topic"]
+        results = []
+        for p in topic["partitions"]:
+            index = p["partition"]
+            partition = broker.partition(name, index)
+            if partition is None:
+                errors = True
+                results.append(partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            seen.append(partition)
+            epoch = p["current_leader_epoch"]
+            if epoch >= 0 and epoch != partition.leader_epoch:
+                errors = True
+                code = (ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch
+                        else ErrorCode.UNKNOWN_LEADER_EPOCH)
+                results.append(partition_error(index, code))
+                continue
+            limit = min(p["partition_max_bytes"], max_bytes - total)
+            records = None
+            code = ErrorCode.NONE
+            if limit > 0 or total == 0:
+                try:
+                    # KIP-74: the first batch of the response comes whole even past the limits
+                    records = partition.read(p["fetch_offset"], max(limit, 0), total == 0)
+                except _core.OffsetOutOfRangeError:
+                    code = ErrorCode.OFFSET_OUT_OF_RANGE
+                    errors = True
+            if records is not None:
+                total += records.length
+            hw = partition.high_watermark
+            results.append({
+                "partition_index": index,
+                "error_code": int(code),
+                "high_watermark": hw,
+                "last_stable_offset": hw,
+                "log_start_offset": partition.log.log_start_offset,
+                "aborted_transactions": None,
+                "preferred_read_replica": -1,
+                "records": records if records is not None else b"",
+            })
+        topics.append({"topic": name, "partitions": results})
+    return topics, total, errors, seen
+
+
+def partition_error(index: int, code: ErrorCode) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "error_code": int(code),
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }

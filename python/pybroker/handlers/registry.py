@@ -1,0 +1,40 @@
+"""The table of request handlers: API key -> (advertised versions, function).
+
+ApiVersions answers from this table, so an API is advertised exactly when a
+handler for it is registered."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+    from pybroker.server.dispatch import Request
+
+Body = dict[str, Any]
+HandlerFn = Callable[["Broker", "Request"], Awaitable["Body | None"]]
+
+
+@dataclasses.dataclass(frozen=True)
+class HandlerSpec:
+    api_key: int
+    min_version: int
+    max_version: int
+    fn: HandlerFn
+
+
+HANDLERS: dict[int, HandlerSpec] = {}
+
+
+def handles(api_key: int, versions: tuple[int, int]) -> Callable[[HandlerFn], HandlerFn]:
+    """Register `fn` for api_key, advertising versions (min, max) in ApiVersions."""
+
+    def register(fn: HandlerFn) -> HandlerFn:
+        if api_key in HANDLERS:
+            raise RuntimeError(f"two handlers for API key {api_key}")
+        HANDLERS[api_key] = HandlerSpec(api_key, versions[0], versions[1], fn)
+        return fn
+
+    return register

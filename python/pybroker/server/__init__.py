@@ -1,0 +1,1 @@
+"""Networking: listeners, connections, request framing and dispatch."""

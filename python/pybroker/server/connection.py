@@ -1,0 +1,160 @@
+"""One client connection: size-prefixed frames in, responses out in order.
+
+Like Kafka's SocketServer, a connection handles one request at a time (the
+channel is muted until the response is written), which keeps responses in
+request order while clients pipeline up to five requests. Sockets are driven
+directly (non-blocking recv_into / send / sendfile, waiting on readiness through
+anyio), so record bytes read from disk go to the socket by sendfile and never
+pass through Python."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Awaitable, Callable, Sequence
+
+import anyio
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 65536
+
+
+class ConnectionClosed(Exception):
+    pass
+
+
+class FrameTooLarge(Exception):
+    pass
+
+
+class Connection:
+    def __init__(self, sock: socket.socket, max_request_bytes: int) -> None:
+        sock.setblocking(False)
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.max_request_bytes = max_request_bytes
+        try:
+            host, port = sock.getpeername()[:2]
+            self.peer = f"{host}:{port}"
+        except OSError:
+            self.peer = "?"
+        # read-ahead buffer: small requests arrive several per recv
+        self._buf = bytearray(READ_CHUNK)
+        self._start = 0
+        self._end = 0
+
+    # --- reading ---
+    async def _fill(self) -> None:
+        """Read more bytes into the read-ahead buffer (compacting it first)."""
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif self._end == len(self._buf):
+            remaining = self._end - self._start
+            self._buf[:remaining] = self._buf[self._start : self._end]
+            self._start, self._end = 0, remaining
+        view = memoryview(self._buf)[self._end :]
+        while True:
+            try:
+                n = self.sock.recv_into(view)
+                break
+            except BlockingIOError:
+                await anyio.wait_readable(self.sock)
+            except (ConnectionResetError, BrokenPipeError) as exc:
+                raise ConnectionClosed() from exc
+        if n == 0:
+            raise ConnectionClosed()
+        self._end += n
+
+    async def read_frame(self) -> memoryview:
+        """The next request frame, without its 4-byte size prefix."""
+        while self._end - self._start < 4:
+            await self._fill()
+        size = int.from_bytes(self._buf[self._start : self._start + 4], "big", signed=True)
+        # checked before any allocation: a bogus size must not cost memory
+        if size < 0 or size > self.max_request_bytes:
+            raise FrameTooLarge(size)
+        self._start += 4
+        buffered = self._end - self._start
+        if size <= buffered:
+            frame = memoryview(bytes(self._buf[self._start : self._start + size]))
+            self._start += size
+            return frame
+        frame_buf = bytearray(size)
+        frame_buf[:buffered] = self._buf[self._start : self._end]
+        self._start = self._end = 0
+        view = memoryview(frame_buf)[buffered:]
+        while view:
+            try:
+                n = self.sock.recv_into(view)
+            except BlockingIOError:
+                await anyio.wait_readable(self.sock)
+                continue
+            except (ConnectionResetError, BrokenPipeError) as exc:
+                raise ConnectionClosed() from exc
+            if n == 0:
+                raise ConnectionClosed()
+            view = view[n:]
+        return memoryview(frame_buf)
+
+    # --- writing ---
+    async def write(self, parts: Sequence[object]) -> None:
+        """Write a response given as bytes pieces and file slices (sent by sendfile)."""
+        for part in parts:
+            if isinstance(part, (bytes, bytearray, memoryview)):
+                await self._send_bytes(memoryview(part))
+            else:
+                await self._send_slice(part)
+
+    async def _send_bytes(self, view: memoryview) -> None:
+        while view:
+            try:
+                n = self.sock.send(view)
+            except BlockingIOError:
+                await anyio.wait_writable(self.sock)
+                continue
+            except (ConnectionResetError, BrokenPipeError) as exc:
+                raise ConnectionClosed() from exc
+            view = view[n:]
+
+    async def _send_slice(self, file_slice: object) -> None:
+        length: int = file_slice.length  # type: ignore[attr-defined]
+        sendfile: Callable[[int, int], int] = file_slice.sendfile  # type: ignore[attr-defined]
+        sent = 0
+        while sent < length:
+            try:
+                n = sendfile(self.fd, sent)
+            except BlockingIOError:
+                await anyio.wait_writable(self.sock)
+                continue
+            except (ConnectionResetError, BrokenPipeError) as exc:
+                raise ConnectionClosed() from exc
+            if n == 0:
+                # the file shrank under us (truncation); the frame size is already
+                # promised, so the connection cannot continue
+                raise ConnectionClosed()
+            sent += n
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+async def serve_connection(
+    conn: Connection, handle_frame: Callable[[Connection, memoryview], Awaitable[bool]]
+) -> None:
+    """Read frames and hand each to handle_frame until it returns False or the peer goes."""
+    try:
+        while True:
+            frame = await conn.read_frame()
+            if not await handle_frame(conn, frame):
+                break
+    except ConnectionClosed:
+        pass
+    except FrameTooLarge as exc:
+        log.warning("closing %s: request size %s outside [0, %d]", conn.peer, exc.args[0],
+                    conn.max_request_bytes)
+    finally:
+        conn.close()

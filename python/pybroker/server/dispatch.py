@@ -1,0 +1,90 @@
+"""Decode a request frame, run its handler, encode and write the response."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from pybroker import protocol
+from pybroker.errors import ErrorCode
+from pybroker.handlers.registry import HANDLERS
+from pybroker.server.connection import Connection
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+
+
+@dataclasses.dataclass
+class Request:
+    header: protocol.RequestHeader
+    body: dict[str, Any]
+    connection: Connection
+    received_ms: float
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+class Dispatcher:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def handle_frame(self, conn: Connection, frame: memoryview) -> bool:
+        """Handle one request; False closes the connection."""
+        try:
+            header, body = protocol.decode_request(frame)
+        except protocol.UnsupportedVersionError as exc:
+            if exc.header.api_key == API_VERSIONS_KEY:
+                # clients probe with their newest ApiVersions: answer v0 with the ranges
+                await conn.write(protocol.encode_response(
+                    API_VERSIONS_KEY, 0, exc.header.correlation_id,
+                    api_versions_body(ErrorCode.UNSUPPORTED_VERSION)))
+                return True
+            log.warning("closing %s: unsupported version %d of API %d", conn.peer,
+                        exc.header.api_version, exc.header.api_key)
+            return False
+        except protocol.UnknownApiError as exc:
+            log.warning("closing %s: unknown API key (%s)", conn.peer, exc)
+            return False
+        except protocol.MalformedRequestError as exc:
+            log.warning("closing %s: malformed request: %s", conn.peer, exc)
+            return False
+        spec = HANDLERS.get(header.api_key)
+        if spec is None or not spec.min_version <= header.api_version <= spec.max_version:
+            if spec is not None and header.api_key == API_VERSIONS_KEY:
+                await conn.write(protocol.encode_response(
+                    API_VERSIONS_KEY, 0, header.correlation_id,
+                    api_versions_body(ErrorCode.UNSUPPORTED_VERSION)))
+                return True
+            log.warning("closing %s: API %d v%d not supported", conn.peer, header.api_key,
+                        header.api_version)
+            return False
+        request = Request(header, body, conn, time.monotonic())
+        try:
+            response = await spec.fn(self.broker, request)
+        except Exception:
+            log.exception("%s v%d from %s failed", protocol.APIS[header.api_key].name,
+                          header.api_version, conn.peer)
+            return False
+        if response is not None:
+            await conn.write(protocol.encode_response(
+                header.api_key, header.api_version, header.correlation_id, response))
+        return True
+
+
+def api_versions_body(error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
+    return {
+        "error_code": int(error),
+        "api_keys": [
+            {"api_key": s.api_key, "min_version": s.min_version, "max_version": s.max_version}
+            for s in sorted(HANDLERS.values(), key=lambda s: s.api_key)
+        ],
+        "throttle_time_ms": 0,
+    }
