@@ -224,6 +224,7 @@ class Broker:
                 for sock in sockets:
                     tg.start_soon(self._accept_loop, tg, sock, dispatcher, max_bytes)
                 tg.start_soon(self._watch_signals, tg)
+                tg.start_soon(self._checkpoint_loop)
                 for listener, port in zip(self.listeners, self.bound_ports, strict=True):
                     log.info("listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0",
                              port)
@@ -248,6 +249,16 @@ class Broker:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
                 self.stop()
                 return
+
+    async def _checkpoint_loop(self) -> None:
+        """Write the offset checkpoints every log.flush.offset.checkpoint.interval.ms."""
+        interval = self.config["log.flush.offset.checkpoint.interval.ms"] / 1000
+        while True:
+            await anyio.sleep(interval)
+            try:
+                self.logs.write_checkpoints()
+            except OSError as exc:
+                log.error("writing checkpoints failed: %s", exc)
 
     def _listen(self, listener: Listener) -> socket.socket:
         family = socket.AF_INET6 if ":" in listener.host else socket.AF_INET

@@ -109,7 +109,7 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _k("log.retention.bytes", T.LONG, -1, "Retention by partition size; -1 is unlimited.",
        topic_name="retention.bytes"),
     _k("log.retention.check.interval.ms", T.LONG, 300000, "How often retention is checked."),
-    _k("log.cleanup.policy", T.LIST, "delete", "delete, compact or both.",
+    _k("log.cleanup.policy", T.LIST, ["delete"], "delete, compact or both.",
        topic_name="cleanup.policy", choices=("delete", "compact")),
     # --- flush ---
     _k("log.flush.interval.messages", T.LONG, LONG_MAX, "fsync after this many messages.",
