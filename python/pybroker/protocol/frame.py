@@ -1,0 +1,260 @@
+"""Request/response frames: headers plus the compiled body codecs, cached per version.
+
+A request frame (without its 4-byte size prefix) is a header then the body:
+
+* header v1: api_key int16, api_version int16, correlation_id int32,
+  client_id nullable int16-length string;
+* header v2 (flexible versions): v1 + tagged fields;
+* header v0 (only an 8-byte ApiVersions v0 request): no client_id.
+
+A response frame is int32 size, correlation_id int32, [tagged fields if the
+version is flexible, except ApiVersions whose response header is always v0], body.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, NamedTuple
+
+from pybroker.protocol.codec import Decoder, Encoder, compile_decoder, compile_encoder
+from pybroker.protocol.errors import (
+    EncodeError,
+    MalformedRequestError,
+    UnknownApiError,
+    UnsupportedVersionError,
+)
+from pybroker.protocol.messages import APIS
+from pybroker.protocol.schema import Api
+from pybroker.protocol.types import INT32, read_uvarint
+
+_HEADER = struct.Struct(">hhih")
+_HEADER_V0 = struct.Struct(">hhi")
+_REQUEST_PREFIX = struct.Struct(">ihhi")
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
+_DECODE_ERRORS = (struct.error, IndexError, ValueError, OverflowError, MemoryError)
+_ENCODE_ERRORS = (struct.error, TypeError, AttributeError, ValueError, OverflowError)
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+_request_decoders: dict[tuple[int, int], Decoder] = {}
+_response_encoders: dict[tuple[int, int], Encoder] = {}
+_request_encoders: dict[tuple[int, int], Encoder] = {}
+_response_decoders: dict[tuple[int, int], Decoder] = {}
+
+
+def _api(api_key: int, api_version: int) -> Api:
+    api = APIS.get(api_key)
+    if api is None:
+        raise KeyError(f"undeclared api key {api_key}")
+    if not api.supports(api_version):
+        span = f"{api.min_version}-{api.max_version}"
+        raise ValueError(f"{api.name} v{api_version} is outside {span}")
+    return api
+
+
+def request_decoder(api_key: int, api_version: int) -> Decoder:
+    """The compiled request body decoder ``(buf, pos) -> (dict, pos)``."""
+    dec = _request_decoders.get((api_key, api_version))
+    if dec is None:
+        api = _api(api_key, api_version)
+        dec = compile_decoder(api.request, api_version, api.is_flexible(api_version))
+        _request_decoders[api_key, api_version] = dec
+    return dec
+
+
+def response_encoder(api_key: int, api_version: int) -> Encoder:
+    """The compiled response body encoder ``(out, body, parts) -> out``."""
+    enc = _response_encoders.get((api_key, api_version))
+    if enc is None:
+        api = _api(api_key, api_version)
+        enc = compile_encoder(api.response, api_version, api.is_flexible(api_version))
+        _response_encoders[api_key, api_version] = enc
+    return enc
+
+
+def request_encoder(api_key: int, api_version: int) -> Encoder:
+    enc = _request_encoders.get((api_key, api_version))
+    if enc is None:
+        api = _api(api_key, api_version)
+        enc = compile_encoder(api.request, api_version, api.is_flexible(api_version))
+        _request_encoders[api_key, api_version] = enc
+    return enc
+
+
+def response_decoder(api_key: int, api_version: int) -> Decoder:
+    dec = _response_decoders.get((api_key, api_version))
+    if dec is None:
+        api = _api(api_key, api_version)
+        dec = compile_decoder(api.response, api_version, api.is_flexible(api_version))
+        _response_decoders[api_key, api_version] = dec
+    return dec
+
+
+def decode_request_header(buf: memoryview) -> tuple[RequestHeader, int]:
+    """Parse header v0/v1 fields (not the v2 tagged fields); returns (header, body pos)."""
+    n = len(buf)
+    if n < 10:
+        if n == 8:
+            api_key, api_version, correlation_id = _HEADER_V0.unpack_from(buf, 0)
+            if api_key == 18 and api_version == 0:
+                return RequestHeader(api_key, api_version, correlation_id, None), 8
+        raise MalformedRequestError("request header truncated")
+    api_key, api_version, correlation_id, client_len = _HEADER.unpack_from(buf, 0)
+    pos = 10
+    client_id = None
+    if client_len >= 0:
+        end = pos + client_len
+        if end > n:
+            raise MalformedRequestError("client id past end of frame")
+        try:
+            client_id = str(buf[pos:end], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedRequestError("client id is not UTF-8") from exc
+        pos = end
+    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+
+
+def decode_request(buf: memoryview | bytes) -> tuple[RequestHeader, dict[str, Any]]:
+    """Decode one request frame (no size prefix) into its header and body dict.
+
+    Raises UnknownApiError / UnsupportedVersionError (with ``.header``) or
+    MalformedRequestError. Records fields are memoryview slices of ``buf``.
+    """
+    if not isinstance(buf, memoryview):
+        buf = memoryview(buf)
+    header, pos = decode_request_header(buf)
+    api_key, api_version = header.api_key, header.api_version
+    dec = _request_decoders.get((api_key, api_version))
+    if dec is None:
+        api = APIS.get(api_key)
+        if api is None:
+            raise UnknownApiError(header)
+        if not api.supports(api_version):
+            raise UnsupportedVersionError(header)
+        dec = request_decoder(api_key, api_version)
+    try:
+        if APIS[api_key].is_flexible(api_version):
+            count, pos = read_uvarint(buf, pos)
+            for _ in range(count):
+                _tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                pos += size
+            if pos > len(buf):
+                raise MalformedRequestError("header tagged field past end of frame")
+        body, pos = dec(buf, pos)
+    except MalformedRequestError as exc:
+        exc.header = header
+        raise
+    except _DECODE_ERRORS as exc:
+        raise MalformedRequestError(f"bad request body: {exc}", header) from exc
+    return header, body
+
+
+def _finish(out: bytearray, parts: list[Any]) -> list[Any]:
+    """Patch the frame size into ``out``/``parts`` and return the final parts list."""
+    if not parts:
+        INT32.pack_into(out, 0, len(out) - 4)
+        return [bytes(out)]
+    parts.append(out)
+    size = -4
+    kept: list[Any] = []
+    for p in parts:
+        if type(p) is bytearray:
+            if p:
+                size += len(p)
+                kept.append(p)
+        else:
+            size += p.length
+            kept.append(p)
+    INT32.pack_into(kept[0], 0, size)
+    return [bytes(p) if type(p) is bytearray else p for p in kept]
+
+
+def encode_response(
+    api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]
+) -> list[Any]:
+    """One complete response frame, size prefix included, as a list of parts.
+
+    Parts are ``bytes`` or record objects with an int ``.length`` (file slices to
+    be sent with sendfile); the size prefix counts both.
+    """
+    enc = _response_encoders.get((api_key, api_version)) or response_encoder(api_key, api_version)
+    out = bytearray(_SIZE_AND_CORRELATION.pack(0, correlation_id))
+    if api_key != 18 and APIS[api_key].is_flexible(api_version):
+        out.append(0)
+    parts: list[Any] = []
+    try:
+        out = enc(out, body, parts)
+    except _ENCODE_ERRORS as exc:
+        name = APIS[api_key].name
+        raise EncodeError(f"{name} v{api_version} response: {exc}") from exc
+    return _finish(out, parts)
+
+
+def encode_request(
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    body: dict[str, Any],
+) -> list[Any]:
+    """One complete request frame, size prefix included (for broker-to-broker calls)."""
+    enc = request_encoder(api_key, api_version)
+    out = bytearray(_REQUEST_PREFIX.pack(0, api_key, api_version, correlation_id))
+    if client_id is None:
+        out += b"\xff\xff"
+    else:
+        raw = client_id.encode()
+        out += struct.pack(">h", len(raw)) + raw
+    if APIS[api_key].is_flexible(api_version):
+        out.append(0)
+    parts: list[Any] = []
+    try:
+        out = enc(out, body, parts)
+    except _ENCODE_ERRORS as exc:
+        raise EncodeError(f"{APIS[api_key].name} v{api_version} request: {exc}") from exc
+    return _finish(out, parts)
+
+
+def decode_response(
+    api_key: int, api_version: int, buf: memoryview | bytes
+) -> tuple[int, dict[str, Any]]:
+    """Decode a response frame (no size prefix); returns (correlation_id, body)."""
+    if not isinstance(buf, memoryview):
+        buf = memoryview(buf)
+    dec = response_decoder(api_key, api_version)
+    try:
+        (correlation_id,) = INT32.unpack_from(buf, 0)
+        pos = 4
+        if APIS[api_key].response_header_version(api_version) == 1:
+            count, pos = read_uvarint(buf, pos)
+            for _ in range(count):
+                _tag, pos = read_uvarint(buf, pos)
+                size, pos = read_uvarint(buf, pos)
+                pos += size
+        body, pos = dec(buf, pos)
+    except MalformedRequestError:
+        raise
+    except _DECODE_ERRORS as exc:
+        raise MalformedRequestError(f"bad response body: {exc}") from exc
+    return correlation_id, body
+
+
+__all__ = [
+    "RequestHeader",
+    "decode_request",
+    "decode_request_header",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "request_decoder",
+    "request_encoder",
+    "response_decoder",
+    "response_encoder",
+]

@@ -1,0 +1,71 @@
+"""Every API pybroker declares, one module each; ``APIS`` maps api key -> Api."""
+
+from pybroker.protocol.messages import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    alter_configs,
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_groups,
+    delete_records,
+    delete_topics,
+    describe_configs,
+    describe_groups,
+    end_txn,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    incremental_alter_configs,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    offset_for_leader_epoch,
+    produce,
+    sync_group,
+    txn_offset_commit,
+)
+from pybroker.protocol.schema import Api
+
+APIS: dict[int, Api] = {
+    m.API.key: m.API
+    for m in (
+        produce,
+        fetch,
+        list_offsets,
+        metadata,
+        offset_commit,
+        offset_fetch,
+        find_coordinator,
+        join_group,
+        heartbeat,
+        leave_group,
+        sync_group,
+        describe_groups,
+        list_groups,
+        api_versions,
+        create_topics,
+        delete_topics,
+        delete_records,
+        init_producer_id,
+        offset_for_leader_epoch,
+        add_partitions_to_txn,
+        add_offsets_to_txn,
+        end_txn,
+        txn_offset_commit,
+        describe_configs,
+        alter_configs,
+        create_partitions,
+        delete_groups,
+        incremental_alter_configs,
+        offset_delete,
+    )
+}
+
+__all__ = ["APIS"]

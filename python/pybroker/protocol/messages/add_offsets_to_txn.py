@@ -1,0 +1,21 @@
+"""AddOffsetsToTxn (key 25): add a group's offset commit to a transaction.
+"""
+
+from pybroker.protocol.schema import Api, Field
+
+API = Api(
+    key=25,
+    name="AddOffsetsToTxn",
+    valid_versions=(0, 2),
+    flexible_versions="3+",
+    request=[
+        Field("transactional_id", "string", "0+"),
+        Field("producer_id", "int64", "0+"),
+        Field("producer_epoch", "int16", "0+"),
+        Field("group_id", "string", "0+"),
+    ],
+    response=[
+        Field("throttle_time_ms", "int32", "0+"),
+        Field("error_code", "int16", "0+"),
+    ],
+)

@@ -1,0 +1,45 @@
+"""Produce (key 0): append record batches to partitions.
+
+The broker implements versions 3-8 (one layout) and answers 0-2 with
+UNSUPPORTED_VERSION, but all of 0-8 are declared so librdkafka keeps compression
+on. acks=0 requests get no response.
+"""
+
+from pybroker.protocol.schema import Api, Array, Field
+
+API = Api(
+    key=0,
+    name="Produce",
+    valid_versions=(0, 8),
+    flexible_versions="9+",
+    request=[
+        Field("transactional_id", "string", "3+", nullable="3+"),
+        Field("acks", "int16", "0+"),
+        Field("timeout_ms", "int32", "0+"),
+        Array("topic_data", "0+", [
+            Field("name", "string", "0-12"),
+            Array("partition_data", "0+", [
+                Field("index", "int32", "0+"),
+                Field("records", "records", "0+", nullable="0+"),
+            ]),
+        ]),
+    ],
+    response=[
+        Array("responses", "0+", [
+            Field("name", "string", "0-12"),
+            Array("partition_responses", "0+", [
+                Field("index", "int32", "0+"),
+                Field("error_code", "int16", "0+"),
+                Field("base_offset", "int64", "0+"),
+                Field("log_append_time_ms", "int64", "2+", default=-1),
+                Field("log_start_offset", "int64", "5+", default=-1),
+                Array("record_errors", "8+", [
+                    Field("batch_index", "int32", "8+"),
+                    Field("batch_index_error_message", "string", "8+", nullable="8+"),
+                ]),
+                Field("error_message", "string", "8+", nullable="8+"),
+            ]),
+        ]),
+        Field("throttle_time_ms", "int32", "1+"),
+    ],
+)
