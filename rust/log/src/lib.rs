@@ -1,1 +1,18 @@
-pub fn hello() -> u32 { crc32c::crc32c(b"123456789") }
+//! pybroker's log engine: Kafka's on-disk log format (record batch v2,
+//! `.log` / `.index` / `.timeindex` segments), recovery and sendfile.
+//! Pure Rust, no Python; `rust/core-py` is the binding.
+
+pub mod batch;
+pub mod builder;
+pub mod codec;
+pub mod error;
+mod index_file;
+pub mod log;
+pub mod offset_index;
+pub mod recovery;
+pub mod segment;
+pub mod sendfile;
+pub mod time_index;
+
+pub use error::{LogError, Result};
+pub use log::{AppendInfo, FileSlice, Log, LogConfig, OpenState};

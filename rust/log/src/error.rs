@@ -1,0 +1,72 @@
+//! The one error type of the log engine.
+//!
+//! Each variant corresponds to a Kafka error code the broker answers with
+//! (see `kafka_error_code`); the pyo3 binding maps variants to Python
+//! exceptions in one place.
+
+use std::io;
+
+/// Everything that can go wrong in the log engine.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// A batch failed the length / magic / CRC checks (CORRUPT_MESSAGE, 2).
+    #[error("corrupt record batch: {0}")]
+    Corrupt(String),
+    /// A batch is well formed but breaks a rule (INVALID_RECORD, 87).
+    #[error("invalid record batch: {0}")]
+    InvalidRecord(String),
+    /// A batch is larger than max.message.bytes (MESSAGE_TOO_LARGE, 10).
+    #[error("record batch of {size} bytes exceeds the limit of {max_bytes} bytes")]
+    RecordTooLarge { size: u64, max_bytes: u64 },
+    /// The offset is outside [log_start_offset, log_end_offset] (OFFSET_OUT_OF_RANGE, 1).
+    #[error("offset {offset} is out of range [{start}, {end}]")]
+    OffsetOutOfRange { offset: i64, start: i64, end: i64 },
+    /// A non-blocking socket would block before any byte was written (EAGAIN).
+    #[error("the socket would block")]
+    WouldBlock,
+    /// The log was closed.
+    #[error("the log is closed")]
+    Closed,
+    /// An I/O error on the log files (KAFKA_STORAGE_ERROR, 56).
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+impl LogError {
+    /// The Kafka protocol error code for this error.
+    pub fn kafka_error_code(&self) -> i16 {
+        match self {
+            LogError::Corrupt(_) => 2,
+            LogError::InvalidRecord(_) => 87,
+            LogError::RecordTooLarge { .. } => 10,
+            LogError::OffsetOutOfRange { .. } => 1,
+            LogError::WouldBlock | LogError::Closed | LogError::Io(_) => 56,
+        }
+    }
+}
+
+/// Result alias of the crate.
+pub type Result<T> = std::result::Result<T, LogError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_match_kafka() {
+        assert_eq!(LogError::Corrupt("x".into()).kafka_error_code(), 2);
+        assert_eq!(LogError::InvalidRecord("x".into()).kafka_error_code(), 87);
+        let e = LogError::RecordTooLarge {
+            size: 2,
+            max_bytes: 1,
+        };
+        assert_eq!(e.kafka_error_code(), 10);
+        let e = LogError::OffsetOutOfRange {
+            offset: 5,
+            start: 0,
+            end: 1,
+        };
+        assert_eq!(e.kafka_error_code(), 1);
+        assert_eq!(LogError::Io(io::Error::other("x")).kafka_error_code(), 56);
+    }
+}

@@ -1,0 +1,386 @@
+//! The partition log: ordered segments of one `<topic>-<partition>/` dir.
+//!
+//! State: segments by base offset (the last one is active and the only one
+//! written), `log_start_offset` (first readable offset), `log_end_offset`
+//! (next offset to assign) and `recovery_point` (everything below it was
+//! fsynced; recovery scans from the segment holding it).
+//!
+//! Invariants: segment base offsets ascend; each segment holds offsets in
+//! [its base, next segment's base); `log_start_offset <= log_end_offset`.
+//!
+//! Mechanism only: Python decides when to flush, roll by time, delete.
+//! Append rolls by itself when the active segment would exceed
+//! `segment_bytes`, when `segment_ms` passed since its first batch's
+//! timestamp, when an index is full, or when a relative offset would
+//! overflow an i32 (Kafka's `shouldRoll`).
+//!
+//! Crash behaviour: see `segment.rs` (partial appends) and `recovery.rs`.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::batch::{self, HEADER_SIZE};
+use crate::codec::{self, RecordIter, DECOMPRESSED_BYTES_MAX};
+use crate::error::{LogError, Result};
+use crate::recovery;
+use crate::segment::{PreparedBatch, Segment};
+
+/// Per-partition settings (Kafka topic config names in snake case).
+#[derive(Debug, Clone)]
+pub struct LogConfig {
+    pub segment_bytes: u64,
+    pub segment_ms: i64,
+    pub index_interval_bytes: u64,
+    pub segment_index_bytes: u64,
+    pub max_message_bytes: u64,
+    pub log_append_time: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 3600 * 1000,
+            index_interval_bytes: 4096,
+            segment_index_bytes: 10 << 20,
+            max_message_bytes: 1_048_588,
+            log_append_time: false,
+        }
+    }
+}
+
+/// Where to start after a restart.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenState {
+    pub recovery_point: i64,
+    pub clean_shutdown: bool,
+    pub log_start_offset: i64,
+    pub now_ms: i64,
+}
+
+/// What one append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The broker time stamped on the batches with LogAppendTime, else -1.
+    pub log_append_time_ms: i64,
+    pub record_count: i64,
+    pub batch_count: i64,
+}
+
+/// Whole batches of one segment file: bytes [position, position + length).
+#[derive(Debug, Clone)]
+pub struct FileSlice {
+    pub file: Arc<File>,
+    pub position: u64,
+    pub length: u64,
+}
+
+impl FileSlice {
+    /// Copies the slice's bytes.
+    pub fn read(&self) -> Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = vec![0u8; self.length as usize];
+        self.file.read_exact_at(&mut buf, self.position)?;
+        Ok(buf)
+    }
+}
+
+/// The partition log.
+#[derive(Debug)]
+pub struct Log {
+    dir: PathBuf,
+    config: LogConfig,
+    segments: BTreeMap<i64, Segment>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+    recovery_point: i64,
+    closed: bool,
+}
+
+impl Log {
+    /// Opens (creating if needed) the partition directory; see `recovery.rs`.
+    pub fn open(dir: &Path, config: LogConfig, state: OpenState) -> Result<Log> {
+        let loaded = recovery::load(
+            dir,
+            config.index_interval_bytes,
+            config.segment_index_bytes,
+            state.recovery_point,
+            state.clean_shutdown,
+            state.now_ms,
+        )?;
+        let mut log = Log {
+            dir: dir.to_path_buf(),
+            config,
+            segments: loaded.segments,
+            log_start_offset: state.log_start_offset.max(0),
+            log_end_offset: loaded.log_end_offset,
+            recovery_point: 0,
+            closed: false,
+        };
+        if log.segments.is_empty() || log.log_end_offset < log.log_start_offset {
+            for s in std::mem::take(&mut log.segments).into_values() {
+                s.delete_files()?;
+            }
+            let start = log.log_start_offset;
+            log.add_segment(start, state.now_ms)?;
+            log.log_end_offset = start;
+        }
+        let first_base = *log.segments.keys().next().unwrap();
+        log.log_start_offset = log.log_start_offset.max(first_base);
+        log.recovery_point = state
+            .recovery_point
+            .clamp(log.log_start_offset, log.log_end_offset);
+        Ok(log)
+    }
+
+    fn add_segment(&mut self, base_offset: i64, now_ms: i64) -> Result<()> {
+        let mut s = Segment::open(
+            &self.dir,
+            base_offset,
+            self.config.index_interval_bytes,
+            now_ms,
+        )?;
+        s.activate(self.config.segment_index_bytes)?;
+        self.segments.insert(base_offset, s);
+        Ok(())
+    }
+
+    fn active(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log has a segment")
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed {
+            Err(LogError::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset
+    }
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(Segment::size).sum()
+    }
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+    pub fn segments(&self) -> impl Iterator<Item = &Segment> {
+        self.segments.values()
+    }
+
+    /// Validates every batch of `records`, then appends all of them or none.
+    pub fn append(&mut self, records: &[u8], leader_epoch: i32, now_ms: i64) -> Result<AppendInfo> {
+        self.check_open()?;
+        let refs = batch::validate_batches(records, self.config.max_message_bytes as usize)?;
+        let base_offset = self.log_end_offset;
+        let lat = self.config.log_append_time;
+        let mut next = base_offset;
+        let mut record_count = 0i64;
+        let mut max_ts = -1i64;
+        let mut prepared = Vec::with_capacity(refs.len());
+        for r in &refs {
+            let raw = &records[r.position..r.position + r.header.size()];
+            let mut header = [0u8; HEADER_SIZE];
+            header.copy_from_slice(&raw[..HEADER_SIZE]);
+            batch::set_base_offset(&mut header, next);
+            batch::set_partition_leader_epoch(&mut header, leader_epoch);
+            if lat {
+                batch::set_log_append_time(&mut header, &raw[HEADER_SIZE..], now_ms);
+            }
+            max_ts = max_ts.max(if lat { now_ms } else { r.header.max_timestamp });
+            next += r.header.last_offset_delta as i64 + 1;
+            record_count += r.header.record_count as i64;
+            prepared.push(PreparedBatch {
+                header,
+                records: &raw[HEADER_SIZE..],
+            });
+        }
+        let last_offset = next - 1;
+        if self.should_roll(records.len() as u64, max_ts, last_offset, now_ms) {
+            self.roll_at(now_ms)?;
+        }
+        self.active().append(&prepared)?;
+        self.log_end_offset = next;
+        Ok(AppendInfo {
+            base_offset,
+            last_offset,
+            log_append_time_ms: if lat { now_ms } else { -1 },
+            record_count,
+            batch_count: refs.len() as i64,
+        })
+    }
+
+    /// Kafka's `LogSegment.shouldRoll` for an append of `size` bytes.
+    fn should_roll(&mut self, size: u64, max_ts: i64, last_offset: i64, now_ms: i64) -> bool {
+        let segment_bytes = self.config.segment_bytes;
+        let segment_ms = self.config.segment_ms;
+        let s = self.active();
+        if s.size() == 0 {
+            return false;
+        }
+        let waited = match s.first_batch_timestamp {
+            Some(t) if t >= 0 => max_ts - t,
+            _ => now_ms - s.created_ms,
+        };
+        s.size() + size > segment_bytes
+            || waited > segment_ms
+            || s.is_index_full()
+            || last_offset - s.base_offset() > i32::MAX as i64
+    }
+
+    /// Starts a new segment at log_end_offset unless the active one is empty.
+    pub fn roll(&mut self, now_ms: i64) -> Result<()> {
+        self.check_open()?;
+        self.roll_at(now_ms)
+    }
+
+    fn roll_at(&mut self, now_ms: i64) -> Result<()> {
+        if self.active().size() == 0 {
+            return Ok(());
+        }
+        self.active().deactivate()?;
+        let leo = self.log_end_offset;
+        self.add_segment(leo, now_ms)
+    }
+
+    /// Whole batches from the one holding `offset`; see the .pyi for details.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        min_one: bool,
+        max_offset: Option<i64>,
+    ) -> Result<Option<FileSlice>> {
+        self.check_open()?;
+        if offset < self.log_start_offset || offset > self.log_end_offset {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                start: self.log_start_offset,
+                end: self.log_end_offset,
+            });
+        }
+        let upper = max_offset.map_or(self.log_end_offset, |m| m.min(self.log_end_offset));
+        if offset >= upper {
+            return Ok(None);
+        }
+        let floor = self.segments.range(..=offset).next_back().map(|(b, _)| *b);
+        let start = floor.unwrap_or(i64::MIN);
+        for seg in self.segments.range(start..).map(|(_, s)| s) {
+            let Some((pos, first)) = seg.find_batch(offset)? else {
+                continue;
+            };
+            let mut length = 0u64;
+            let mut h = first;
+            let mut at = pos;
+            loop {
+                if h.last_offset() >= upper {
+                    break;
+                }
+                let size = h.size() as u64;
+                if length + size > max_bytes && !(min_one && length == 0) {
+                    break;
+                }
+                length += size;
+                at += size;
+                match seg.header_at(at)? {
+                    Some(next) => h = next,
+                    None => break,
+                }
+            }
+            if length == 0 {
+                return Ok(None);
+            }
+            return Ok(Some(FileSlice {
+                file: seg.file().clone(),
+                position: pos,
+                length,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// (offset, timestamp) of the first record with timestamp >= target.
+    pub fn offset_for_timestamp(&self, target: i64) -> Result<Option<(i64, i64)>> {
+        self.check_open()?;
+        for seg in self.segments.values() {
+            if seg.max_timestamp() < target || seg.size() == 0 {
+                continue;
+            }
+            let (_, ts_offset) = seg.time_index.lookup(target);
+            let from = ts_offset.max(self.log_start_offset);
+            let Some((mut pos, mut h)) = seg.find_batch(from)? else {
+                continue;
+            };
+            loop {
+                if h.max_timestamp >= target && h.last_offset() >= self.log_start_offset {
+                    let raw = seg.read_bytes(pos, h.size())?;
+                    let (h, data) = codec::batch_records(&raw, DECOMPRESSED_BYTES_MAX)?;
+                    for r in RecordIter::new(h, &data) {
+                        let r = r?;
+                        if r.timestamp >= target && r.offset >= self.log_start_offset {
+                            return Ok(Some((r.offset, r.timestamp)));
+                        }
+                    }
+                }
+                pos += h.size() as u64;
+                match seg.header_at(pos)? {
+                    Some(next) => h = next,
+                    None => break,
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// fsync of every segment from the recovery point on; advances it.
+    pub fn flush(&mut self) -> Result<()> {
+        self.check_open()?;
+        let from = self
+            .segments
+            .range(..=self.recovery_point)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        for s in self.segments.range(from..).map(|(_, s)| s) {
+            s.flush()?;
+        }
+        self.recovery_point = self.log_end_offset;
+        Ok(())
+    }
+
+    /// Flushes, trims the active segment's indexes and releases the files.
+    /// Idempotent.
+    pub fn close(&mut self) -> Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        self.active().deactivate()?;
+        self.flush()?;
+        self.closed = true;
+        Ok(())
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+}

@@ -1,0 +1,341 @@
+//! One log segment: `<base offset, 20 digits>.log` + `.index` + `.timeindex`.
+//!
+//! The `.log` file is a plain concatenation of v2 record batches exactly as
+//! produced, except for baseOffset and partitionLeaderEpoch (and, with
+//! LogAppendTime, attributes bit 3 + maxTimestamp + CRC) which the broker
+//! sets. There is no file header. Every batch's offsets are >= the segment
+//! base offset and its last offset - base offset fits in an i32.
+//!
+//! Append writes all batches of one request with one `writev` (std's
+//! `write_vectored`, looping on short writes): per batch one iovec for the
+//! 61-byte header (a copy, patched) and one for the producer's record bytes
+//! (not copied). Index entries follow Kafka's `LogSegment.append` (see
+//! `offset_index.rs` / `time_index.rs`) and are written only after the log
+//! bytes were written.
+//!
+//! Crash behaviour: a crash mid-append may leave a partial batch at the end
+//! of the `.log` and index entries that are not on disk; recovery
+//! (`recovery.rs`) validates batches, truncates at the first bad byte and
+//! rebuilds both indexes. A failed write is rolled back by truncating the
+//! `.log` to its previous size.
+
+use std::fs::{File, OpenOptions};
+use std::io::{IoSlice, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::batch::{self, BatchHeader, HEADER_SIZE};
+use crate::error::{LogError, Result};
+use crate::offset_index::OffsetIndex;
+use crate::time_index::TimeIndex;
+
+/// `<base offset zero-padded to 20 digits>.<ext>`.
+pub fn file_name(base_offset: i64, ext: &str) -> String {
+    format!("{base_offset:020}.{ext}")
+}
+
+/// One batch ready to be written: its patched header and its record bytes.
+#[derive(Debug)]
+pub struct PreparedBatch<'a> {
+    pub header: [u8; HEADER_SIZE],
+    pub records: &'a [u8],
+}
+
+impl PreparedBatch<'_> {
+    pub fn parsed(&self) -> BatchHeader {
+        BatchHeader::parse(&self.header)
+    }
+}
+
+/// A segment of the partition log.
+#[derive(Debug)]
+pub struct Segment {
+    base_offset: i64,
+    log_path: PathBuf,
+    log: Arc<File>,
+    size: u64,
+    pub(crate) offset_index: OffsetIndex,
+    pub(crate) time_index: TimeIndex,
+    /// Offset after the last batch (the base offset when empty). Exact for
+    /// the active segment; for older ones only once scanned.
+    pub(crate) next_offset: i64,
+    pub(crate) max_timestamp: i64,
+    pub(crate) offset_of_max_timestamp: i64,
+    /// maxTimestamp of the first batch (Kafka's rollingBasedTimestamp).
+    pub(crate) first_batch_timestamp: Option<i64>,
+    pub(crate) bytes_since_last_index_entry: u64,
+    pub(crate) created_ms: i64,
+    index_interval_bytes: u64,
+}
+
+impl Segment {
+    /// Opens (creating missing files) the segment at `base_offset` in `dir`.
+    /// Sizes and indexes are loaded; offsets and timestamps of the content
+    /// are set by the caller's scan (`recover` or `load_tail`).
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        index_interval_bytes: u64,
+        now_ms: i64,
+    ) -> Result<Segment> {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&log_path)?;
+        let size = log.metadata()?.len();
+        (&log).seek(SeekFrom::Start(size))?;
+        let offset_index =
+            OffsetIndex::open(&dir.join(file_name(base_offset, "index")), base_offset)?;
+        let time_index =
+            TimeIndex::open(&dir.join(file_name(base_offset, "timeindex")), base_offset)?;
+        let (max_timestamp, offset_of_max_timestamp) =
+            time_index.last_entry().unwrap_or((-1, base_offset));
+        Ok(Segment {
+            base_offset,
+            log_path,
+            log: Arc::new(log),
+            size,
+            offset_index,
+            time_index,
+            next_offset: base_offset,
+            max_timestamp,
+            offset_of_max_timestamp,
+            first_batch_timestamp: None,
+            bytes_since_last_index_entry: 0,
+            created_ms: now_ms,
+            index_interval_bytes,
+        })
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    pub fn next_offset(&self) -> i64 {
+        self.next_offset
+    }
+    pub fn max_timestamp(&self) -> i64 {
+        self.max_timestamp
+    }
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+    pub fn file(&self) -> &Arc<File> {
+        &self.log
+    }
+    pub fn is_index_full(&self) -> bool {
+        self.offset_index.is_full() || self.time_index.is_full()
+    }
+
+    /// Kafka's per-batch bookkeeping, for append and recovery alike.
+    pub(crate) fn track_batch(&mut self, position: u64, h: &BatchHeader) {
+        if self.first_batch_timestamp.is_none() {
+            self.first_batch_timestamp = Some(h.max_timestamp);
+        }
+        if h.max_timestamp > self.max_timestamp {
+            self.max_timestamp = h.max_timestamp;
+            self.offset_of_max_timestamp = h.last_offset();
+        }
+        if self.bytes_since_last_index_entry > self.index_interval_bytes {
+            self.offset_index.append(h.last_offset(), position as u32);
+            self.time_index
+                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
+            self.bytes_since_last_index_entry = 0;
+        }
+        self.bytes_since_last_index_entry += h.size() as u64;
+        self.next_offset = h.next_offset();
+    }
+
+    /// Writes the batches (all or none) and updates the indexes.
+    pub fn append(&mut self, batches: &[PreparedBatch<'_>]) -> Result<()> {
+        let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(batches.len() * 2);
+        let mut total = 0u64;
+        for b in batches {
+            iov.push(IoSlice::new(&b.header));
+            if !b.records.is_empty() {
+                iov.push(IoSlice::new(b.records));
+            }
+            total += (HEADER_SIZE + b.records.len()) as u64;
+        }
+        if let Err(e) = write_all_vectored(&self.log, &mut iov) {
+            let _ = self.log.set_len(self.size);
+            let _ = (&*self.log).seek(SeekFrom::Start(self.size));
+            return Err(e.into());
+        }
+        let mut pos = self.size;
+        self.size += total;
+        for b in batches {
+            let h = b.parsed();
+            self.track_batch(pos, &h);
+            pos += h.size() as u64;
+        }
+        Ok(())
+    }
+
+    /// Reads the header of the batch at `position` (framing checked, no CRC).
+    /// None at the end of the segment.
+    pub fn header_at(&self, position: u64) -> Result<Option<BatchHeader>> {
+        if position >= self.size {
+            return Ok(None);
+        }
+        let mut buf = [0u8; HEADER_SIZE];
+        let n = (self.size - position).min(HEADER_SIZE as u64) as usize;
+        self.log.read_exact_at(&mut buf[..n], position)?;
+        if n < HEADER_SIZE {
+            return Err(LogError::Corrupt(format!(
+                "partial batch header at {position}"
+            )));
+        }
+        let length = batch::be_i32(&buf, batch::LENGTH_AT);
+        if length < batch::MIN_BATCH_LENGTH
+            || position + length as u64 + batch::LOG_OVERHEAD as u64 > self.size
+            || buf[batch::MAGIC_AT] != 2
+        {
+            return Err(LogError::Corrupt(format!(
+                "bad batch framing at {position}"
+            )));
+        }
+        Ok(Some(BatchHeader::parse(&buf)))
+    }
+
+    /// Position and header of the first batch with last offset >= `offset`,
+    /// starting from the index entry for it; None when the segment has none.
+    pub fn find_batch(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>> {
+        let (_, pos) = self.offset_index.lookup(offset);
+        let mut pos = pos as u64;
+        while let Some(h) = self.header_at(pos)? {
+            if h.last_offset() >= offset {
+                return Ok(Some((pos, h)));
+            }
+            pos += h.size() as u64;
+        }
+        Ok(None)
+    }
+
+    /// Copies `len` bytes at `position` (for record decoding).
+    pub fn read_bytes(&self, position: u64, len: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.log.read_exact_at(&mut buf, position)?;
+        Ok(buf)
+    }
+
+    /// Truncates the `.log` to `size` bytes and drops index entries past it.
+    pub(crate) fn truncate_log(&mut self, size: u64) -> Result<()> {
+        self.log.set_len(size)?;
+        (&*self.log).seek(SeekFrom::Start(size))?;
+        self.size = size;
+        Ok(())
+    }
+
+    /// Makes this the active segment: indexes preallocated.
+    pub fn activate(&mut self, segment_index_bytes: u64) -> Result<()> {
+        self.offset_index.preallocate(segment_index_bytes)?;
+        self.time_index.preallocate(segment_index_bytes)
+    }
+
+    /// Kafka's onBecomeInactiveSegment / close: final time index entry, then
+    /// both indexes trimmed to their entries.
+    pub fn deactivate(&mut self) -> Result<()> {
+        if self.size > 0 {
+            self.time_index
+                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
+        }
+        self.offset_index.trim()?;
+        self.time_index.trim()
+    }
+
+    /// fsync of the log and both indexes.
+    pub fn flush(&self) -> Result<()> {
+        self.log.sync_all()?;
+        self.offset_index.flush()?;
+        self.time_index.flush()
+    }
+
+    /// Removes the three files (the open handles stay valid for readers).
+    pub fn delete_files(&self) -> Result<()> {
+        for p in [
+            self.log_path.as_path(),
+            self.offset_index.path(),
+            self.time_index.path(),
+        ] {
+            match std::fs::remove_file(p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `write_all` for vectored writes (std's is unstable).
+fn write_all_vectored(file: &File, mut bufs: &mut [IoSlice<'_>]) -> std::io::Result<()> {
+    let mut f = file;
+    while !bufs.is_empty() {
+        match f.write_vectored(bufs) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::{BatchBuilder, Record};
+
+    fn prepared(raw: &[u8], base_offset: i64) -> PreparedBatch<'_> {
+        let mut header = [0u8; HEADER_SIZE];
+        header.copy_from_slice(&raw[..HEADER_SIZE]);
+        batch::set_base_offset(&mut header, base_offset);
+        PreparedBatch {
+            header,
+            records: &raw[HEADER_SIZE..],
+        }
+    }
+
+    #[test]
+    fn file_names_are_20_digits() {
+        assert_eq!(file_name(0, "log"), "00000000000000000000.log");
+        assert_eq!(
+            file_name(1234, "timeindex"),
+            "00000000000000001234.timeindex"
+        );
+    }
+
+    #[test]
+    fn append_find_and_index_every_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Segment::open(dir.path(), 0, 100, 0).unwrap();
+        s.activate(1 << 20).unwrap();
+        let mut raws = Vec::new();
+        for i in 0..20 {
+            let mut b = BatchBuilder::new(0, 1000 + i);
+            b.push(Record::new(1000 + i, None, Some(&[7u8; 40])));
+            b.push(Record::new(1000 + i, None, Some(&[8u8; 40])));
+            raws.push(b.build());
+        }
+        for (i, r) in raws.iter().enumerate() {
+            s.append(&[prepared(r, 2 * i as i64)]).unwrap();
+        }
+        assert_eq!(s.next_offset(), 40);
+        assert!(s.offset_index.entries() > 3);
+        for o in 0..40 {
+            let (pos, h) = s.find_batch(o).unwrap().unwrap();
+            assert_eq!(h.base_offset, o / 2 * 2);
+            assert_eq!(pos, (o / 2) as u64 * raws[0].len() as u64);
+        }
+        assert!(s.find_batch(40).unwrap().is_none());
+        let bytes = std::fs::read(s.log_path()).unwrap();
+        assert_eq!(bytes.len() as u64, s.size());
+        assert!(batch::validate_batches(&bytes, usize::MAX).is_ok());
+    }
+}
