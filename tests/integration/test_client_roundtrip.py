@@ -5,6 +5,8 @@ Consumers use assign() with explicit offsets only (no consumer groups).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import asyncio
 import shutil
 import subprocess
@@ -14,7 +16,6 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition as AIOTopicPartition
-from conftest import Broker
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KPTopicPartition
 
@@ -32,6 +33,9 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 KCAT = shutil.which("kcat")
 
 Record = tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]
+
+if TYPE_CHECKING:
+    from conftest import Broker
 
 
 def dataset(n_plain: int = 100) -> list[Record]:

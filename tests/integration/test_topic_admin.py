@@ -3,12 +3,13 @@ plus auto topic creation."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import time
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
-from conftest import Broker, BrokerFactory
 from kafka.admin import ConfigResource as KPConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.admin import NewPartitions as KPNewPartitions
@@ -37,6 +38,9 @@ KAFKA_TOPIC_DEFAULTS = {
     "segment.bytes": "1073741824",
 }
 INVALID_NAMES = ["bad topic!", "", "..", ".", "a" * 250, "slash/name"]
+
+if TYPE_CHECKING:
+    from conftest import Broker, BrokerFactory
 
 
 def confluent_error_code(exc: BaseException) -> int:
