@@ -1,10 +1,273 @@
-use pyo3::prelude::*;
+//! `pybroker._core`: the thin pyo3 binding of `pybroker-log`.
+//!
+//! Every call that touches files (append, read lookup, flush, open/recovery,
+//! sendfile, crc) goes through [`release`], which drops the GIL and maps
+//! [`LogError`] to the Python exceptions declared in `_core.pyi`.
 
+mod buf;
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use buf::BorrowedBuffer;
+use pybroker_log::{LogConfig, LogError, OpenState};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyBlockingIOError, PyException, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+create_exception!(pybroker._core, CorruptRecordError, PyException, "A batch failed length/magic/CRC checks (Kafka CORRUPT_MESSAGE, 2).");
+create_exception!(pybroker._core, InvalidRecordError, PyException, "A batch is well formed but breaks a rule (Kafka INVALID_RECORD, 87).");
+create_exception!(pybroker._core, RecordTooLargeError, PyException, "A batch exceeds max_message_bytes (Kafka MESSAGE_TOO_LARGE, 10).");
+create_exception!(pybroker._core, OffsetOutOfRangeError, PyException, "The offset is below the log start or above the log end (Kafka 1).");
+create_exception!(pybroker._core, StorageError, PyException, "An I/O error on the log (Kafka KAFKA_STORAGE_ERROR, 56).");
+
+/// The one mapping from engine errors to Python exceptions.
+fn to_py_err(e: LogError) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        LogError::Corrupt(_) => CorruptRecordError::new_err(msg),
+        LogError::InvalidRecord(_) => InvalidRecordError::new_err(msg),
+        LogError::RecordTooLarge { .. } => RecordTooLargeError::new_err(msg),
+        LogError::OffsetOutOfRange { .. } => OffsetOutOfRangeError::new_err(msg),
+        LogError::WouldBlock => PyBlockingIOError::new_err((libc_eagain(), msg)),
+        LogError::Closed | LogError::Io(_) => StorageError::new_err(msg),
+    }
+}
+
+fn libc_eagain() -> i32 {
+    std::io::Error::from(std::io::ErrorKind::WouldBlock).raw_os_error().unwrap_or(11)
+}
+
+/// Runs `f` without the GIL and maps its error. The one place that does so.
+fn release<T, F>(py: Python<'_>, f: F) -> PyResult<T>
+where
+    F: FnOnce() -> pybroker_log::Result<T> + Send,
+    T: Send,
+{
+    py.allow_threads(f).map_err(to_py_err)
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+#[pyclass(frozen, get_all, module = "pybroker._core")]
+struct AppendResult {
+    base_offset: i64,
+    last_offset: i64,
+    log_append_time_ms: i64,
+    record_count: i64,
+    batch_count: i64,
+}
+
+#[pymethods]
+impl AppendResult {
+    fn __repr__(&self) -> String {
+        format!(
+            "AppendResult(base_offset={}, last_offset={}, log_append_time_ms={}, record_count={}, batch_count={})",
+            self.base_offset, self.last_offset, self.log_append_time_ms, self.record_count, self.batch_count
+        )
+    }
+}
+
+/// Whole batches of one segment file: [position, position+length).
+#[pyclass(frozen, module = "pybroker._core")]
+struct FileSlice {
+    inner: pybroker_log::FileSlice,
+}
+
+#[pymethods]
+impl FileSlice {
+    #[getter]
+    fn length(&self) -> u64 {
+        self.inner.length
+    }
+
+    #[getter]
+    fn position(&self) -> u64 {
+        self.inner.position
+    }
+
+    /// sendfile(2) bytes [sent, length) of the slice to a non-blocking socket.
+    fn sendfile(&self, py: Python<'_>, sock_fd: i32, sent: u64) -> PyResult<u64> {
+        let s = &self.inner;
+        if sent > s.length {
+            return Err(PyValueError::new_err("sent is past the end of the slice"));
+        }
+        release(py, || {
+            pybroker_log::sendfile::sendfile(sock_fd, &s.file, s.position + sent, s.length - sent)
+        })
+    }
+
+    /// The slice's bytes, copied.
+    fn read<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = release(py, || self.inner.read())?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.length as usize
+    }
+
+    fn __repr__(&self) -> String {
+        format!("FileSlice(position={}, length={})", self.inner.position, self.inner.length)
+    }
+}
+
+/// One partition directory `<topic>-<n>/` of Kafka segment files.
+#[pyclass(module = "pybroker._core")]
+struct PartitionLog {
+    log: Mutex<pybroker_log::Log>,
+}
+
+impl PartitionLog {
+    fn lock(&self) -> MutexGuard<'_, pybroker_log::Log> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[pymethods]
+impl PartitionLog {
+    #[new]
+    #[pyo3(signature = (
+        path, *, segment_bytes=1073741824, segment_ms=604800000, index_interval_bytes=4096,
+        segment_index_bytes=10485760, max_message_bytes=1048588, log_append_time=false,
+        recovery_point=0, clean_shutdown=false, log_start_offset=0
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        segment_bytes: u64,
+        segment_ms: i64,
+        index_interval_bytes: u64,
+        segment_index_bytes: u64,
+        max_message_bytes: u64,
+        log_append_time: bool,
+        recovery_point: i64,
+        clean_shutdown: bool,
+        log_start_offset: i64,
+    ) -> PyResult<PartitionLog> {
+        let config = LogConfig {
+            segment_bytes,
+            segment_ms,
+            index_interval_bytes,
+            segment_index_bytes,
+            max_message_bytes,
+            log_append_time,
+        };
+        let state = OpenState { recovery_point, clean_shutdown, log_start_offset, now_ms: now_ms() };
+        let log = release(py, || pybroker_log::Log::open(&path, config, state))?;
+        Ok(PartitionLog { log: Mutex::new(log) })
+    }
+
+    #[getter]
+    fn log_start_offset(&self) -> i64 {
+        self.lock().log_start_offset()
+    }
+    #[getter]
+    fn log_end_offset(&self) -> i64 {
+        self.lock().log_end_offset()
+    }
+    #[getter]
+    fn recovery_point(&self) -> i64 {
+        self.lock().recovery_point()
+    }
+    #[getter]
+    fn size_bytes(&self) -> u64 {
+        self.lock().size_bytes()
+    }
+    #[getter]
+    fn segment_count(&self) -> usize {
+        self.lock().segment_count()
+    }
+
+    /// Validates every batch, then appends all of them or none.
+    fn append(
+        &self,
+        py: Python<'_>,
+        records: &Bound<'_, PyAny>,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> PyResult<AppendResult> {
+        let records = BorrowedBuffer::get(records)?;
+        let bytes = records.as_bytes();
+        let info = release(py, || self.lock().append(bytes, leader_epoch, now_ms))?;
+        Ok(AppendResult {
+            base_offset: info.base_offset,
+            last_offset: info.last_offset,
+            log_append_time_ms: info.log_append_time_ms,
+            record_count: info.record_count,
+            batch_count: info.batch_count,
+        })
+    }
+
+    /// Whole batches from the one holding `offset`.
+    #[pyo3(signature = (offset, max_bytes, *, min_one, max_offset=None))]
+    fn read(
+        &self,
+        py: Python<'_>,
+        offset: i64,
+        max_bytes: i64,
+        min_one: bool,
+        max_offset: Option<i64>,
+    ) -> PyResult<Option<FileSlice>> {
+        let max_bytes = max_bytes.max(0) as u64;
+        let slice = release(py, || self.lock().read(offset, max_bytes, min_one, max_offset))?;
+        Ok(slice.map(|inner| FileSlice { inner }))
+    }
+
+    /// (offset, timestamp) of the first record with timestamp >= timestamp_ms.
+    fn offset_for_timestamp(&self, py: Python<'_>, timestamp_ms: i64) -> PyResult<Option<(i64, i64)>> {
+        release(py, || self.lock().offset_for_timestamp(timestamp_ms))
+    }
+
+    /// fsync log and index files up to log_end_offset; advances recovery_point.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        release(py, || self.lock().flush())
+    }
+
+    /// Starts a new segment at log_end_offset (no-op when the active one is empty).
+    fn roll(&self, py: Python<'_>) -> PyResult<()> {
+        release(py, || self.lock().roll(now_ms()))
+    }
+
+    /// Flush, trim the active segment's indexes to their entries, release files.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        release(py, || self.lock().close())
+    }
+
+    fn __repr__(&self) -> String {
+        let l = self.lock();
+        format!(
+            "PartitionLog({:?}, log_start_offset={}, log_end_offset={})",
+            l.dir(),
+            l.log_start_offset(),
+            l.log_end_offset()
+        )
+    }
+}
+
+/// CRC-32C (Castagnoli) of a buffer.
 #[pyfunction]
-fn hello() -> u32 { pybroker_log::hello() }
+fn crc32c(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u32> {
+    let data = BorrowedBuffer::get(data)?;
+    let bytes = data.as_bytes();
+    release(py, || Ok(::crc32c::crc32c(bytes)))
+}
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(hello, m)?)?;
+    let py = m.py();
+    m.add("CorruptRecordError", py.get_type::<CorruptRecordError>())?;
+    m.add("InvalidRecordError", py.get_type::<InvalidRecordError>())?;
+    m.add("RecordTooLargeError", py.get_type::<RecordTooLargeError>())?;
+    m.add("OffsetOutOfRangeError", py.get_type::<OffsetOutOfRangeError>())?;
+    m.add("StorageError", py.get_type::<StorageError>())?;
+    m.add_class::<AppendResult>()?;
+    m.add_class::<FileSlice>()?;
+    m.add_class::<PartitionLog>()?;
+    m.add_function(wrap_pyfunction!(self::crc32c, m)?)?;
     Ok(())
 }

@@ -99,6 +99,8 @@ pub struct Log {
     log_end_offset: i64,
     recovery_point: i64,
     closed: bool,
+    /// (size_bytes, segment_count) frozen at close, once the files are released.
+    closed_stats: (u64, usize),
 }
 
 impl Log {
@@ -120,6 +122,7 @@ impl Log {
             log_end_offset: loaded.log_end_offset,
             recovery_point: 0,
             closed: false,
+            closed_stats: (0, 0),
         };
         if log.segments.is_empty() || log.log_end_offset < log.log_start_offset {
             for s in std::mem::take(&mut log.segments).into_values() {
@@ -180,9 +183,15 @@ impl Log {
         self.recovery_point
     }
     pub fn size_bytes(&self) -> u64 {
+        if self.closed {
+            return self.closed_stats.0;
+        }
         self.segments.values().map(Segment::size).sum()
     }
     pub fn segment_count(&self) -> usize {
+        if self.closed {
+            return self.closed_stats.1;
+        }
         self.segments.len()
     }
     pub fn segments(&self) -> impl Iterator<Item = &Segment> {
@@ -376,7 +385,9 @@ impl Log {
         }
         self.active().deactivate()?;
         self.flush()?;
+        self.closed_stats = (self.size_bytes(), self.segment_count());
         self.closed = true;
+        self.segments.clear();
         Ok(())
     }
 
