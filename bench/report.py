@@ -51,7 +51,9 @@ def render(data: dict[str, Any]) -> str:
         (f"- client: confluent-kafka {m['confluent_kafka']} (librdkafka {m['librdkafka']}), "
          "producer acks=1 linger.ms=5 batch.size=1000000 compression none; "
          "consumer assign() from offset 0"),
-        f"- scale {meta['scale']}, repeat {meta['repeat']} (medians; sides interleaved)",
+        f"- scale {meta['scale']}, repeat {meta['repeat']} (medians; sides interleaved)"
+        + (f"; load average at start {m['loadavg_at_start']}" if "loadavg_at_start" in m
+           else ""),
     ]
     out += [f"- {_side_desc(s)}" for s in meta["sides"]]
     out.append("")

@@ -564,6 +564,7 @@ def machine_info() -> dict[str, Any]:
         "cpu_model": cpu,
         "mem_total_gb": round(psutil.virtual_memory().total / 1e9, 1),
         "kernel": platform.release(),
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(),
         "confluent_kafka": ck_version,
         "librdkafka": rdkafka_libversion()[0],
