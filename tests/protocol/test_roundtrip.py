@@ -42,6 +42,8 @@ def test_request_roundtrip(api: Api, version: int, seed: int) -> None:
 def test_response_roundtrip(api: Api, version: int, seed: int) -> None:
     rng = random.Random(f"resp-{api.key}-{version}-{seed}")
     body = example(api.response, version, rng, full=seed == 0)
+    if api.key == 18:
+        body["error_code"] = 0  # decode_response reads an ApiVersions error body as v0
     frame = _frame(encode_response(api.key, version, 7, body))
     correlation_id, decoded = decode_response(api.key, version, frame[4:])
     assert correlation_id == 7

@@ -225,9 +225,14 @@ def encode_request(
 def decode_response(
     api_key: int, api_version: int, buf: memoryview | bytes
 ) -> tuple[int, dict[str, Any]]:
-    """Decode a response frame (no size prefix); returns (correlation_id, body)."""
+    """Decode a response frame (no size prefix); returns (correlation_id, body).
+
+    Like clients do, an ApiVersions response with a non-zero error code is read as v0.
+    """
     if not isinstance(buf, memoryview):
         buf = memoryview(buf)
+    if api_key == 18 and len(buf) >= 6 and buf[4:6] != b"\x00\x00":
+        api_version = 0  # an ApiVersions error response always has a v0 body
     dec = response_decoder(api_key, api_version)
     try:
         (correlation_id,) = INT32.unpack_from(buf, 0)
