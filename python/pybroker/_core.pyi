@@ -35,6 +35,10 @@ class FileSlice:
 
     @property
     def length(self) -> int: ...
+    @property
+    def position(self) -> int:
+        """Byte position of the slice in its segment's .log file."""
+    def __len__(self) -> int: ...
     def sendfile(self, sock_fd: int, sent: int) -> int:
         """sendfile(2) bytes [sent, length) of the slice to a non-blocking socket.
         Returns how many bytes this call wrote (may be fewer than asked);
@@ -84,14 +88,20 @@ class PartitionLog:
     ) -> FileSlice | None:
         """Whole batches from the one holding `offset`, at most max_bytes
         (or the first batch whole when min_one), none at/after max_offset.
-        None when offset == log_end_offset (or max_offset). Raises
-        OffsetOutOfRangeError outside [log_start_offset, log_end_offset]."""
+        None when offset == log_end_offset (or max_offset), or when no whole
+        batch fits in max_bytes and not min_one. A batch is included only when
+        its last offset is < max_offset (a batch straddling max_offset is not).
+        Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset]."""
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= timestamp_ms."""
     def flush(self) -> None:
         """fsync log and index files up to log_end_offset; advances recovery_point."""
-    def roll(self) -> None: ...
+    def roll(self) -> None:
+        """Start a new segment at log_end_offset (no-op if the active one is empty)."""
     def close(self) -> None:
-        """Flush, trim the active segment's indexes to their entries, release files."""
+        """Flush, trim the active segment's indexes to their entries, release files.
+        Idempotent; afterwards the properties keep their last values and other
+        methods raise StorageError."""
 
-def crc32c(data: Buffer) -> int: ...
+def crc32c(data: Buffer) -> int:
+    """CRC-32C (Castagnoli) of any contiguous buffer."""
