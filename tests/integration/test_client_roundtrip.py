@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import asyncio
 import shutil
 import subprocess
+import threading
 from collections import defaultdict
 from typing import Any
 
@@ -283,3 +284,32 @@ def test_explicit_partitions_kafka_python(broker: Broker, topic_name: str) -> No
         got = kafka_python_consume(broker.bootstrap, topic_name, 5, partition=part)
         assert [g.value for g in got] == [f"{part}-{i}".encode() for i in range(5)]
         assert [g.offset for g in got] == list(range(5))
+
+
+def test_concurrent_producers_one_partition(broker: Broker, topic_name: str) -> None:
+    """Several producers (own connections) appending at once: offsets unique and dense."""
+    create_topic(broker.bootstrap, topic_name)
+    n_threads, per_thread = 4, 100
+    reports: list[list[Any]] = [[] for _ in range(n_threads)]
+
+    def work(t: int) -> None:
+        p = producer(broker.bootstrap, linger_ms=1)
+        reports[t] = produce_all(p, topic_name, [
+            {"value": f"t{t}-{i}".encode(), "partition": 0} for i in range(per_thread)])
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(30)
+    all_reports = [m for r in reports for m in r]
+    assert_delivered(all_reports)
+    total = n_threads * per_thread
+    assert sorted(m.offset() for m in all_reports) == list(range(total))
+    got = consume_confluent(broker.bootstrap, topic_name, total)
+    by_offset = {m.offset(): m.value() for m in all_reports}
+    assert all(by_offset[g.offset] == g.value for g in got)
+    for t in range(n_threads):  # each producer's own order preserved
+        mine = [int(g.value.split(b"-")[1]) for g in got if g.value and
+                g.value.startswith(f"t{t}-".encode())]
+        assert mine == list(range(per_thread))

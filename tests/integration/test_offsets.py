@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import time
 
-from confluent_kafka import TIMESTAMP_CREATE_TIME, TopicPartition
+from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KPTopicPartition
 
@@ -150,3 +150,26 @@ def test_raw_list_offsets_earliest_latest(broker: Broker, topic_name: str) -> No
         assert rc.list_offsets(topic_name, 0, -1)[::2] == (0, 3)
         err, _, _ = rc.list_offsets(topic_name, 9, -1)
         assert err == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_log_append_time_topic(broker: Broker, topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name,
+                 config={"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    produce_timestamped(broker.bootstrap, topic_name, [1_000_000 + i for i in range(3)])
+    after = int(time.time() * 1000)
+    c = consumer(broker.bootstrap)
+    try:
+        c.assign([TopicPartition(topic_name, 0, 0)])
+        stamps: list[tuple[int, int]] = []
+        deadline = time.monotonic() + OP_TIMEOUT_S
+        while len(stamps) < 3 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                stamps.append(m.timestamp())
+    finally:
+        c.close()
+    assert len(stamps) == 3
+    for ts_type, ts in stamps:
+        assert ts_type == TIMESTAMP_LOG_APPEND_TIME
+        assert before - 1000 <= ts <= after + 1000, (before, ts, after)
