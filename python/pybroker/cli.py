@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
+import pkgutil
 import sys
+from types import ModuleType
 
 from pybroker.config import BrokerConfig, ConfigError
 
@@ -20,10 +23,25 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="set a config key, overriding the properties file")
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    serve.set_defaults(run=serve_command)
+    for tool in discover_tools():
+        sub = commands.add_parser(tool.COMMAND, help=tool.HELP, description=tool.HELP)
+        tool.add_arguments(sub)
+        sub.set_defaults(run=tool.run)
     return parser
 
 
-def serve(args: argparse.Namespace) -> int:
+def discover_tools() -> list[ModuleType]:
+    import pybroker.tools
+
+    return [
+        importlib.import_module(f"pybroker.tools.{info.name}")
+        for info in sorted(pkgutil.iter_modules(pybroker.tools.__path__), key=lambda i: i.name)
+        if not info.name.startswith("_")
+    ]
+
+
+def serve_command(args: argparse.Namespace) -> int:
     import anyio
 
     from pybroker.broker import Broker
@@ -57,10 +75,9 @@ def _backend_options() -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format=LOG_FORMAT, stream=sys.stderr)
-    if args.command == "serve":
-        return serve(args)
-    return 2
+    level = getattr(args, "log_level", "WARNING")
+    logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr)
+    return int(args.run(args))
 
 
 if __name__ == "__main__":
