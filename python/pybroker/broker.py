@@ -19,6 +19,7 @@ from pybroker.coordination.embedded import EmbeddedStore
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.log.manager import LogManager, topic_config
 from pybroker.log.partition import Partition
+from pybroker.producer.ids import ProducerIdAllocator
 from pybroker.server.connection import Connection, serve_connection
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class Broker:
         self.advertised = parse_listeners(advertised) if advertised else list(self.listeners)
         self.store = EmbeddedStore(config.log_dirs[0], self.broker_id)
         self.logs = LogManager(config, self.store.cluster_id)
+        self.producer_ids = ProducerIdAllocator(self.store)
         self.bound_ports: list[int] = []
         self._stop = anyio.Event()
 

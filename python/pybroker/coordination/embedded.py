@@ -28,9 +28,11 @@ class EmbeddedStore:
         self.path = Path(data_dir) / METADATA_FILE
         self.broker_id = broker_id
         self._topics: dict[str, TopicRecord] = {}
+        self._producer_id_next = 0
         if self.path.exists():
             state = json.loads(self.path.read_text())
             self.cluster_id = state["cluster_id"]
+            self._producer_id_next = state.get("producer_id_next", 0)
             for raw in state["topics"]:
                 record = _topic_from_json(raw)
                 self._topics[record.name] = record
@@ -75,6 +77,13 @@ class EmbeddedStore:
         self._save()
         return record
 
+    def allocate_producer_ids(self, count: int) -> range:
+        """A block of producer ids no earlier or later call hands out, across restarts."""
+        block = range(self._producer_id_next, self._producer_id_next + count)
+        self._producer_id_next = block.stop
+        self._save()
+        return block
+
     def _new_partition(self) -> PartitionState:
         return PartitionState(self.broker_id, 0, [self.broker_id], [self.broker_id])
 
@@ -88,6 +97,7 @@ class EmbeddedStore:
         state = {
             "version": 1,
             "cluster_id": self.cluster_id,
+            "producer_id_next": self._producer_id_next,
             "topics": [_topic_to_json(t) for t in self._topics.values()],
         }
         self.path.parent.mkdir(parents=True, exist_ok=True)

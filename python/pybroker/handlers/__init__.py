@@ -8,6 +8,7 @@ from pybroker.handlers import (  # noqa: F401
     delete_topics,
     describe_configs,
     fetch,
+    init_producer_id,
     list_offsets,
     metadata,
     produce,

@@ -1,0 +1,1 @@
+"""Producer ids for idempotent producers (InitProducerId)."""
