@@ -289,7 +289,10 @@ class _Compiler:
             else:
                 flush()
                 v = self.fresh("v")
-                body.append(f"{v} = g({f.name!r}, {f.default(version)!r})")
+                dflt = f.default(version)
+                # encode-side defaults: no fresh list/dict per call ([] -> (), {} -> None)
+                expr = "()" if dflt == [] else "None" if isinstance(dflt, dict) else repr(dflt)
+                body.append(f"{v} = g({f.name!r}, {expr})")
                 self.enc_field(body, "", f, version, flexible, v, "out")
         flush()
         if flexible:
