@@ -18,6 +18,8 @@ import anyio
 log = logging.getLogger(__name__)
 
 READ_CHUNK = 65536
+#: a larger request buffer is freed after use rather than kept for the next request
+LARGE_BUFFER_KEEP_BYTES = 8 * 1024 * 1024
 
 
 class ConnectionClosed(Exception):
@@ -43,6 +45,7 @@ class Connection:
         self._buf = bytearray(READ_CHUNK)
         self._start = 0
         self._end = 0
+        self._big: bytearray | None = None
 
     # --- reading ---
     async def _fill(self) -> None:
@@ -67,7 +70,11 @@ class Connection:
         self._end += n
 
     async def read_frame(self) -> memoryview:
-        """The next request frame, without its 4-byte size prefix."""
+        """The next request frame, without its 4-byte size prefix.
+
+        The view points into this connection's buffers, so it is valid until the
+        next call: requests are handled one at a time, and a handler keeps no
+        reference to record bytes once the request is answered."""
         while self._end - self._start < 4:
             await self._fill()
         size = int.from_bytes(self._buf[self._start : self._start + 4], "big", signed=True)
@@ -77,16 +84,23 @@ class Connection:
         self._start += 4
         buffered = self._end - self._start
         if size <= buffered:
-            frame = memoryview(bytes(self._buf[self._start : self._start + size]))
+            frame = memoryview(self._buf)[self._start : self._start + size]
             self._start += size
             return frame
-        frame_buf = bytearray(size)
-        frame_buf[:buffered] = self._buf[self._start : self._end]
+        big = self._big
+        if big is None or len(big) < size:
+            # reused across requests: a fresh 1 MB buffer per produce would cost page
+            # faults and zeroing on every request
+            big = bytearray(size)
+            self._big = big if size <= LARGE_BUFFER_KEEP_BYTES else None
+        view = memoryview(big)
+        view[:buffered] = memoryview(self._buf)[self._start : self._end]
         self._start = self._end = 0
-        view = memoryview(frame_buf)[buffered:]
-        while view:
+        frame = view[:size]
+        rest = view[buffered:size]
+        while rest:
             try:
-                n = self.sock.recv_into(view)
+                n = self.sock.recv_into(rest)
             except BlockingIOError:
                 await anyio.wait_readable(self.sock)
                 continue
@@ -94,8 +108,8 @@ class Connection:
                 raise ConnectionClosed() from exc
             if n == 0:
                 raise ConnectionClosed()
-            view = view[n:]
-        return memoryview(frame_buf)
+            rest = rest[n:]
+        return frame
 
     # --- writing ---
     async def write(self, parts: Sequence[object]) -> None:
