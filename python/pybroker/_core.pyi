@@ -98,6 +98,16 @@ class PartitionLog:
         """fsync log and index files up to log_end_offset; advances recovery_point."""
     def roll(self) -> None:
         """Start a new segment at log_end_offset (no-op if the active one is empty)."""
+    def truncate_to(self, offset: int) -> None:
+        """Remove every record at/after `offset` (replica truncation). The cut is
+        at the start of the batch holding `offset`; below log_start_offset the
+        log is emptied and restarts at `offset`."""
+    def advance_log_start_offset(self, offset: int) -> int:
+        """Raise log_start_offset (DeleteRecords, retention) and delete segments
+        whose offsets all lie below it, never the active one. Returns how many
+        were deleted. OffsetOutOfRangeError above log_end_offset."""
+    def segment_infos(self) -> list[tuple[int, int, int]]:
+        """(base_offset, size_bytes, max_timestamp) per segment, oldest first."""
     def close(self) -> None:
         """Flush, trim the active segment's indexes to their entries, release files.
         Idempotent; afterwards the properties keep their last values and other

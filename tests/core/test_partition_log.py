@@ -221,3 +221,19 @@ def test_closed_log_raises_storage_error(tmp_path):
     assert log.log_end_offset == 1
     with pytest.raises(_core.StorageError):
         log.append(make_batch(1), 0, 0)
+
+
+def test_truncate_and_advance_log_start(tmp_path):
+    batch = make_batch(2, value_size=100)
+    log = PartitionLog(str(tmp_path / "t-0"), segment_bytes=len(batch) * 2)
+    for _ in range(6):
+        log.append(batch, 0, 0)
+    assert [i[0] for i in log.segment_infos()] == [0, 4, 8]
+    log.truncate_to(6)
+    assert log.log_end_offset == 6
+    assert log.advance_log_start_offset(5) == 1
+    assert log.log_start_offset == 5
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(3, 100, min_one=True)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.advance_log_start_offset(7)

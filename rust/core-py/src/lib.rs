@@ -16,11 +16,36 @@ use pyo3::exceptions::{PyBlockingIOError, PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-create_exception!(pybroker._core, CorruptRecordError, PyException, "A batch failed length/magic/CRC checks (Kafka CORRUPT_MESSAGE, 2).");
-create_exception!(pybroker._core, InvalidRecordError, PyException, "A batch is well formed but breaks a rule (Kafka INVALID_RECORD, 87).");
-create_exception!(pybroker._core, RecordTooLargeError, PyException, "A batch exceeds max_message_bytes (Kafka MESSAGE_TOO_LARGE, 10).");
-create_exception!(pybroker._core, OffsetOutOfRangeError, PyException, "The offset is below the log start or above the log end (Kafka 1).");
-create_exception!(pybroker._core, StorageError, PyException, "An I/O error on the log (Kafka KAFKA_STORAGE_ERROR, 56).");
+create_exception!(
+    pybroker._core,
+    CorruptRecordError,
+    PyException,
+    "A batch failed length/magic/CRC checks (Kafka CORRUPT_MESSAGE, 2)."
+);
+create_exception!(
+    pybroker._core,
+    InvalidRecordError,
+    PyException,
+    "A batch is well formed but breaks a rule (Kafka INVALID_RECORD, 87)."
+);
+create_exception!(
+    pybroker._core,
+    RecordTooLargeError,
+    PyException,
+    "A batch exceeds max_message_bytes (Kafka MESSAGE_TOO_LARGE, 10)."
+);
+create_exception!(
+    pybroker._core,
+    OffsetOutOfRangeError,
+    PyException,
+    "The offset is below the log start or above the log end (Kafka 1)."
+);
+create_exception!(
+    pybroker._core,
+    StorageError,
+    PyException,
+    "An I/O error on the log (Kafka KAFKA_STORAGE_ERROR, 56)."
+);
 
 /// The one mapping from engine errors to Python exceptions.
 fn to_py_err(e: LogError) -> PyErr {
@@ -36,7 +61,9 @@ fn to_py_err(e: LogError) -> PyErr {
 }
 
 fn libc_eagain() -> i32 {
-    std::io::Error::from(std::io::ErrorKind::WouldBlock).raw_os_error().unwrap_or(11)
+    std::io::Error::from(std::io::ErrorKind::WouldBlock)
+        .raw_os_error()
+        .unwrap_or(11)
 }
 
 /// Runs `f` without the GIL and maps its error. The one place that does so.
@@ -49,7 +76,9 @@ where
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[pyclass(frozen, get_all, module = "pybroker._core")]
@@ -111,7 +140,10 @@ impl FileSlice {
     }
 
     fn __repr__(&self) -> String {
-        format!("FileSlice(position={}, length={})", self.inner.position, self.inner.length)
+        format!(
+            "FileSlice(position={}, length={})",
+            self.inner.position, self.inner.length
+        )
     }
 }
 
@@ -157,9 +189,16 @@ impl PartitionLog {
             max_message_bytes,
             log_append_time,
         };
-        let state = OpenState { recovery_point, clean_shutdown, log_start_offset, now_ms: now_ms() };
+        let state = OpenState {
+            recovery_point,
+            clean_shutdown,
+            log_start_offset,
+            now_ms: now_ms(),
+        };
         let log = release(py, || pybroker_log::Log::open(&path, config, state))?;
-        Ok(PartitionLog { log: Mutex::new(log) })
+        Ok(PartitionLog {
+            log: Mutex::new(log),
+        })
     }
 
     #[getter]
@@ -214,12 +253,18 @@ impl PartitionLog {
         max_offset: Option<i64>,
     ) -> PyResult<Option<FileSlice>> {
         let max_bytes = max_bytes.max(0) as u64;
-        let slice = release(py, || self.lock().read(offset, max_bytes, min_one, max_offset))?;
+        let slice = release(py, || {
+            self.lock().read(offset, max_bytes, min_one, max_offset)
+        })?;
         Ok(slice.map(|inner| FileSlice { inner }))
     }
 
     /// (offset, timestamp) of the first record with timestamp >= timestamp_ms.
-    fn offset_for_timestamp(&self, py: Python<'_>, timestamp_ms: i64) -> PyResult<Option<(i64, i64)>> {
+    fn offset_for_timestamp(
+        &self,
+        py: Python<'_>,
+        timestamp_ms: i64,
+    ) -> PyResult<Option<(i64, i64)>> {
         release(py, || self.lock().offset_for_timestamp(timestamp_ms))
     }
 
@@ -231,6 +276,21 @@ impl PartitionLog {
     /// Starts a new segment at log_end_offset (no-op when the active one is empty).
     fn roll(&self, py: Python<'_>) -> PyResult<()> {
         release(py, || self.lock().roll(now_ms()))
+    }
+
+    /// Remove every record at/after `offset` (cut at the start of its batch).
+    fn truncate_to(&self, py: Python<'_>, offset: i64) -> PyResult<()> {
+        release(py, || self.lock().truncate_to(offset, now_ms()))
+    }
+
+    /// Raise log_start_offset; delete segments wholly below it. Returns the count.
+    fn advance_log_start_offset(&self, py: Python<'_>, offset: i64) -> PyResult<usize> {
+        release(py, || self.lock().advance_log_start_offset(offset))
+    }
+
+    /// (base_offset, size_bytes, max_timestamp) per segment, oldest first.
+    fn segment_infos(&self) -> Vec<(i64, u64, i64)> {
+        self.lock().segment_infos()
     }
 
     /// Flush, trim the active segment's indexes to their entries, release files.
@@ -263,7 +323,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CorruptRecordError", py.get_type::<CorruptRecordError>())?;
     m.add("InvalidRecordError", py.get_type::<InvalidRecordError>())?;
     m.add("RecordTooLargeError", py.get_type::<RecordTooLargeError>())?;
-    m.add("OffsetOutOfRangeError", py.get_type::<OffsetOutOfRangeError>())?;
+    m.add(
+        "OffsetOutOfRangeError",
+        py.get_type::<OffsetOutOfRangeError>(),
+    )?;
     m.add("StorageError", py.get_type::<StorageError>())?;
     m.add_class::<AppendResult>()?;
     m.add_class::<FileSlice>()?;

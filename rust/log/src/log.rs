@@ -391,6 +391,84 @@ impl Log {
         Ok(())
     }
 
+    /// Removes every record at or after `offset` (replica truncation). The
+    /// cut is at the start of the batch holding `offset`, so the new log end
+    /// offset is that batch's base offset (== `offset` on batch boundaries).
+    /// Below the log start the log is emptied and restarts at `offset`.
+    pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<()> {
+        self.check_open()?;
+        if offset >= self.log_end_offset {
+            return Ok(());
+        }
+        if offset < self.log_start_offset {
+            for s in std::mem::take(&mut self.segments).into_values() {
+                s.delete_files()?;
+            }
+            self.add_segment(offset, now_ms)?;
+            self.log_start_offset = offset;
+            self.log_end_offset = offset;
+            self.recovery_point = offset;
+            return Ok(());
+        }
+        let floor = *self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .expect("offset >= first base")
+            .0;
+        let later: Vec<i64> = self.segments.range(floor + 1..).map(|(b, _)| *b).collect();
+        for b in later {
+            if let Some(s) = self.segments.remove(&b) {
+                s.delete_files()?;
+            }
+        }
+        let index_bytes = self.config.segment_index_bytes;
+        let seg = self.active();
+        let cut = seg.find_batch(offset)?.map_or(seg.size(), |(pos, _)| pos);
+        seg.truncate_log(cut)?;
+        seg.activate(index_bytes)?;
+        recovery::recover_segment(seg)?;
+        self.log_end_offset = self.active().next_offset();
+        self.recovery_point = self.recovery_point.min(self.log_end_offset);
+        Ok(())
+    }
+
+    /// Raises the log start offset (DeleteRecords, retention) and deletes the
+    /// segments whose offsets all lie below it (never the active one).
+    /// Returns how many segments were deleted.
+    pub fn advance_log_start_offset(&mut self, offset: i64) -> Result<usize> {
+        self.check_open()?;
+        if offset > self.log_end_offset {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                start: self.log_start_offset,
+                end: self.log_end_offset,
+            });
+        }
+        self.log_start_offset = self.log_start_offset.max(offset);
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        let mut deleted = 0;
+        for pair in bases.windows(2) {
+            if pair[1] > self.log_start_offset {
+                break;
+            }
+            if let Some(s) = self.segments.remove(&pair[0]) {
+                s.delete_files()?;
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// (base offset, size in bytes, max timestamp) of every segment, oldest
+    /// first: what retention decides on.
+    pub fn segment_infos(&self) -> Vec<(i64, u64, i64)> {
+        self.segments
+            .values()
+            .map(|s| (s.base_offset(), s.size(), s.max_timestamp()))
+            .collect()
+    }
+
     pub fn is_closed(&self) -> bool {
         self.closed
     }

@@ -143,3 +143,41 @@ fn leftovers_are_cleaned_and_missing_indexes_rebuilt() {
         3 * 8
     );
 }
+
+#[test]
+fn truncate_and_advance_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = common::batch(2, 100, 10);
+    let cfg = LogConfig {
+        segment_bytes: 3 * b.len() as u64,
+        index_interval_bytes: 10,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(dir.path(), cfg, OpenState::default()).unwrap();
+    for _ in 0..10 {
+        log.append(&b, 0, 0).unwrap();
+    }
+    assert_eq!(log.log_end_offset(), 20);
+    assert_eq!(log.segment_count(), 4); // 0, 6, 12, 18
+    log.truncate_to(13, 0).unwrap(); // mid-batch: cut at 12
+    assert_eq!(log.log_end_offset(), 12);
+    assert_eq!(log.segment_count(), 3);
+    assert_eq!(log.append(&b, 0, 0).unwrap().base_offset, 12);
+    log.truncate_to(8, 0).unwrap();
+    assert_eq!(log.log_end_offset(), 8);
+    assert_eq!(log.segment_count(), 2);
+    let s = log.read(6, 1 << 20, false, None).unwrap().unwrap();
+    assert_eq!(common::offsets(&s.read().unwrap()), vec![(6, 7)]);
+    assert_eq!(log.advance_log_start_offset(7).unwrap(), 1);
+    assert_eq!(log.log_start_offset(), 7);
+    assert_eq!(
+        log.segment_infos().iter().map(|i| i.0).collect::<Vec<_>>(),
+        vec![6]
+    );
+    assert!(log.read(5, 100, true, None).is_err());
+    assert!(log.advance_log_start_offset(9).is_err());
+    log.truncate_to(3, 0).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 3));
+    assert_eq!(log.append(&b, 0, 0).unwrap().base_offset, 3);
+    assert!(dir.path().join("00000000000000000003.log").exists());
+}
