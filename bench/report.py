@@ -55,6 +55,11 @@ def render(data: dict[str, Any]) -> str:
         + (f"; load average at start {m['loadavg_at_start']}" if "loadavg_at_start" in m
            else ""),
     ]
+    sw = meta.get("software", {})
+    if sw:
+        out.append(f"- pybroker: installed {sw.get('pybroker_installed')}, "
+                   f"bench checkout {sw.get('checkout')}"
+                   + (f" ({sw['note']})" if sw.get("note") else ""))
     out += [f"- {_side_desc(s)}" for s in meta["sides"]]
     out.append("")
     two = len(labels) == 2

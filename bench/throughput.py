@@ -571,6 +571,28 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def software_info() -> dict[str, Any]:
+    """Which pybroker the bench drives: the installed distribution and this checkout's commit."""
+    info: dict[str, Any] = {}
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            info["pybroker_installed"] = version("pybroker")
+        except PackageNotFoundError:
+            info["pybroker_installed"] = None
+    except ImportError:
+        pass
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(Path(__file__).resolve().parent), "describe", "--always",
+             "--dirty"], capture_output=True, text=True, timeout=10, check=False)
+        info["checkout"] = out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        info["checkout"] = None
+    return info
+
+
 def parse_side(spec: str, label: str | None, pid: int | None, pybroker_cmd: str | None) -> Side:
     if spec in ("pybroker", "tansu"):
         return Side(label or spec, spec, pybroker_cmd=pybroker_cmd)
@@ -751,6 +773,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])]),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_info(),
+        "software": software_info(),
         "scale": args.scale,
         "repeat": args.repeat,
         "sides": [s.describe() for s in sides],
