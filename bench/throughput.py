@@ -450,7 +450,7 @@ def produce(bootstrap: str, topic: str, partitions: int, size: int, n: int,
 
 
 def consume(bootstrap: str, topic: str, partitions: int, size: int, n: int,
-            timeout: float, idle_timeout: float) -> float:
+            timeout: float, idle_timeout: float, extra: dict[str, str] | None = None) -> float:
     """Read all n records from offset 0 of every partition via assign(); return seconds."""
     c = Consumer({
         "bootstrap.servers": bootstrap,
@@ -459,6 +459,7 @@ def consume(bootstrap: str, topic: str, partitions: int, size: int, n: int,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
         "log_level": 3,
+        **(extra or {}),
     })
     try:
         c.list_topics(topic, timeout=10)
@@ -634,7 +635,8 @@ def run_one(wl: Workload, side: Side, ops: list[str], args: argparse.Namespace,
                                            wl.records, args.timeout)
                         else:
                             secs = consume(broker.bootstrap, topic, wl.partitions, wl.size,
-                                           wl.records, args.timeout, args.idle_timeout)
+                                           wl.records, args.timeout, args.idle_timeout,
+                                           args.consumer_config)
                 except Exception as e:  # noqa: BLE001
                     errors[op] = f"{type(e).__name__}: {e}"
                     tail = broker.log_tail()
@@ -741,6 +743,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="consume fails after this many seconds without a record")
     ap.add_argument("--startup-timeout", type=float, default=60.0)
     ap.add_argument("--admin-timeout", type=float, default=30.0)
+    ap.add_argument("--consumer-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra librdkafka consumer property (repeatable)")
     ap.add_argument("--json", type=Path, help="write the results as JSON here")
     ap.add_argument("--markdown", type=Path,
                     help="also render the results as markdown here (bench/report.py)")
@@ -748,6 +752,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     signal.signal(signal.SIGTERM, _on_signal)
+    try:
+        args.consumer_config = dict(kv.split("=", 1) for kv in args.consumer_config)
+    except ValueError:
+        ap.error("--consumer-config takes KEY=VALUE")
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     if not ops or any(o not in OPS for o in ops):
         ap.error(f"--ops must be a subset of {','.join(OPS)}")
@@ -783,6 +791,7 @@ def main(argv: list[str] | None = None) -> int:
             "producer": {"acks": "1", "linger.ms": 5, "batch.size": 1_000_000,
                          "compression.type": "none"},
             "consumer": "assign() from offset 0 of every partition, consume() batches of 10000",
+            "consumer_extra": args.consumer_config,
         },
     }
     results = Results(meta)
