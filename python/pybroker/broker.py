@@ -17,6 +17,7 @@ from pybroker.config import BrokerConfig, ConfigError, parse_topic_config
 from pybroker.coordination.base import TopicRecord, validate_topic_name
 from pybroker.coordination.embedded import EmbeddedStore
 from pybroker.errors import ErrorCode, KafkaError
+from pybroker.group import GroupCoordinator
 from pybroker.log.manager import LogManager, topic_config
 from pybroker.log.partition import Partition
 from pybroker.producer.ids import ProducerIdAllocator
@@ -59,6 +60,7 @@ class Broker:
         self.store = EmbeddedStore(config.log_dirs[0], self.broker_id)
         self.logs = LogManager(config, self.store.cluster_id)
         self.producer_ids = ProducerIdAllocator(self.store)
+        self.groups = GroupCoordinator.for_broker(self)
         self.bound_ports: list[int] = []
         self._stop = anyio.Event()
 
@@ -212,6 +214,7 @@ class Broker:
     # --- lifecycle ---
     def startup(self) -> None:
         self.logs.startup(self.store.topics())
+        self.groups.load()
 
     async def serve(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Listen, accept and serve connections until stop() or a signal."""
@@ -227,6 +230,7 @@ class Broker:
                     tg.start_soon(self._accept_loop, tg, sock, dispatcher, max_bytes)
                 tg.start_soon(self._watch_signals, tg)
                 tg.start_soon(self._checkpoint_loop)
+                tg.start_soon(self.groups.run)
                 for listener, port in zip(self.listeners, self.bound_ports, strict=True):
                     log.info("listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0",
                              port)

@@ -150,6 +150,9 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _k("group.initial.rebalance.delay.ms", T.INT, 3000, "Wait for members of a new group."),
     _k("group.min.session.timeout.ms", T.INT, 6000, "Smallest session timeout allowed."),
     _k("group.max.session.timeout.ms", T.INT, 1800000, "Largest session timeout allowed."),
+    _k("offset.metadata.max.bytes", T.INT, 4096, "Largest metadata of a committed offset."),
+    _k("offsets.retention.check.interval.ms", T.LONG, 600000,
+       "How often expired committed offsets are removed."),
 )
 del T
 

@@ -1,0 +1,763 @@
+"""The group coordinator: Kafka's classic group protocol (JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup) and committed offsets, for every group on this broker.
+
+Everything runs on the broker's event loop; nothing here blocks. A JoinGroup or
+SyncGroup that must wait parks on a `Waiter` completed by another request or by
+`tick()`, which `run()` calls every TICK_MS to enforce the deadlines (session
+timeouts, rebalance timeouts, the initial rebalance delay, offset retention).
+Time comes from `clock` (monotonic ms) and `wall` (epoch ms) so tests can fake it.
+Every state change that Kafka persists is appended to the store before the
+request is answered."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from pybroker.errors import ErrorCode
+from pybroker.group import records as rec
+from pybroker.group.member import Member, Waiter
+from pybroker.group.offsets import GroupStore, OffsetsTopic
+from pybroker.group.state import Group, GroupState, InitialDelay, OffsetEntry
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+    from pybroker.config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+TICK_MS = 100
+#: Kafka error 86, not in the shared enum yet
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+
+S = GroupState
+Body = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupConfig:
+    initial_rebalance_delay_ms: int = 3000
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = 10080 * 60000
+    offsets_retention_check_interval_ms: int = 600000
+
+    @classmethod
+    def from_broker(cls, config: BrokerConfig) -> GroupConfig:
+        return cls(
+            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+            offsets_retention_ms=config["offsets.retention.minutes"] * 60000,
+            offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+        )
+
+
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        config: GroupConfig,
+        store: GroupStore,
+        partition_exists: Callable[[str, int], bool],
+        *,
+        clock: Callable[[], float] = _monotonic_ms,
+        wall: Callable[[], int] = _wall_ms,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.partition_exists = partition_exists
+        self.clock = clock
+        self.wall = wall
+        self.groups: dict[str, Group] = {}
+        self._next_retention_check_ms = 0.0
+
+    @classmethod
+    def for_broker(cls, broker: Broker) -> GroupCoordinator:
+        return cls(GroupConfig.from_broker(broker.config), OffsetsTopic(broker),
+                   lambda topic, index: broker.partition(topic, index) is not None)
+
+    # --- lifecycle ------------------------------------------------------------------
+    def load(self) -> None:
+        """Rebuild groups and offsets from the store (broker start)."""
+        metas: dict[str, rec.GroupValue | None] = {}
+        offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
+        count = 0
+        for key_bytes, value in self.store.load():
+            try:
+                key = rec.decode_key(key_bytes)
+                if isinstance(key, rec.OffsetKey):
+                    entries = offsets.setdefault(key.group, {})
+                    if value is None:
+                        entries.pop((key.topic, key.partition), None)
+                    else:
+                        v = rec.decode_offset_value(value)
+                        entries[(key.topic, key.partition)] = OffsetEntry(
+                            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
+                elif isinstance(key, rec.GroupKey):
+                    metas[key.group] = None if value is None else rec.decode_group_value(value)
+                count += 1
+            except (ValueError, IndexError, UnicodeDecodeError) as exc:
+                log.warning("skipping undecodable __consumer_offsets record: %s", exc)
+        now = self.clock()
+        for group_id in set(metas) | {g for g, o in offsets.items() if o}:
+            meta = metas.get(group_id)
+            if meta is None and not offsets.get(group_id):
+                continue
+            group = Group(group_id, self.wall())
+            group.offsets = offsets.get(group_id, {})
+            if meta is not None:
+                group.protocol_type = meta.protocol_type or None
+                group.generation = meta.generation
+                group.protocol = meta.protocol
+                group.leader = meta.leader
+                group.state_timestamp_ms = meta.current_state_timestamp
+                for m in meta.members:
+                    member = Member(m.member_id, m.group_instance_id, m.client_id,
+                                    m.client_host, m.session_timeout, m.rebalance_timeout,
+                                    meta.protocol_type, [(meta.protocol or "", m.subscription)],
+                                    m.assignment, now + m.session_timeout, is_new=False)
+                    group.add(member)
+                group.protocol_type = meta.protocol_type or None
+                if group.members:
+                    group.state = S.STABLE
+            self.groups[group_id] = group
+        log.info("loaded %d groups from %d __consumer_offsets records", len(self.groups), count)
+
+    def store_ready(self) -> None:
+        """Create the offsets topic now (FindCoordinator), as Kafka does."""
+        try:
+            self.store.ensure()
+        except Exception:
+            log.exception("creating the offsets topic failed")
+
+    async def run(self) -> None:
+        """Enforce deadlines until cancelled."""
+        while True:
+            await anyio.sleep(TICK_MS / 1000)
+            try:
+                self.tick()
+            except Exception:
+                log.exception("group coordinator tick failed")
+
+    def tick(self) -> None:
+        now = self.clock()
+        for group in list(self.groups.values()):
+            self._expire_pending(group, now)
+            self._expire_members(group, now)
+            if group.is_(S.PREPARING_REBALANCE):
+                self._maybe_complete_join(group)
+            elif group.is_(S.COMPLETING_REBALANCE) and now >= group.sync_deadline_ms:
+                self._sync_timed_out(group)
+        if now >= self._next_retention_check_ms:
+            self._next_retention_check_ms = now + self.config.offsets_retention_check_interval_ms
+            self.expire_offsets()
+
+    # --- JoinGroup -------------------------------------------------------------------
+    async def join_group(
+        self, group_id: str, member_id: str, group_instance_id: str | None,
+        protocol_type: str, protocols: list[tuple[str, bytes]], session_timeout_ms: int,
+        rebalance_timeout_ms: int, client_id: str, client_host: str, version: int,
+    ) -> Body:
+        if not group_id:
+            return join_error(ErrorCode.INVALID_GROUP_ID, member_id)
+        if not (self.config.min_session_timeout_ms <= session_timeout_ms
+                <= self.config.max_session_timeout_ms):
+            return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
+        if rebalance_timeout_ms < 0:  # JoinGroup v0 has none: Kafka uses the session timeout
+            rebalance_timeout_ms = session_timeout_ms
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+            group = self.groups[group_id] = Group(group_id, self.wall())
+        if group.is_(S.DEAD):
+            return join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+        if not group.supports(protocol_type, [name for name, _ in protocols]):
+            return join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        now = self.clock()
+        if not member_id:
+            if group_instance_id is not None:
+                if group_instance_id in group.static:
+                    return await self._rejoin_static(
+                        group, group_instance_id, protocols, session_timeout_ms,
+                        rebalance_timeout_ms, client_id, client_host)
+            else:
+                new_id = f"{client_id}-{uuid.uuid4()}"
+                if version >= 4:
+                    group.pending[new_id] = now + session_timeout_ms
+                    return join_error(ErrorCode.MEMBER_ID_REQUIRED, new_id)
+                member_id = new_id
+            if not member_id:
+                member_id = f"{group_instance_id}-{uuid.uuid4()}"
+            return await self._add_member(
+                group, member_id, group_instance_id, protocol_type, protocols,
+                session_timeout_ms, rebalance_timeout_ms, client_id, client_host)
+        if member_id in group.pending:
+            del group.pending[member_id]
+            return await self._add_member(
+                group, member_id, group_instance_id, protocol_type, protocols,
+                session_timeout_ms, rebalance_timeout_ms, client_id, client_host)
+        fenced = self._fenced(group, member_id, group_instance_id)
+        if fenced is not None:
+            return join_error(fenced, member_id)
+        member = group.members.get(member_id)
+        if member is None or group.is_(S.EMPTY):
+            return join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+        member.heartbeat_deadline_ms = now + session_timeout_ms
+        if group.is_(S.PREPARING_REBALANCE):
+            return await self._update_and_wait(group, member, protocols, session_timeout_ms,
+                                               rebalance_timeout_ms, rebalance=False)
+        if group.is_(S.COMPLETING_REBALANCE):
+            if member.matches(protocols):
+                return self._join_response(group, member)
+            return await self._update_and_wait(group, member, protocols, session_timeout_ms,
+                                               rebalance_timeout_ms, rebalance=True)
+        # Stable
+        if group.leader == member_id or not member.matches(protocols):
+            return await self._update_and_wait(group, member, protocols, session_timeout_ms,
+                                               rebalance_timeout_ms, rebalance=True)
+        return self._join_response(group, member)
+
+    async def _add_member(
+        self, group: Group, member_id: str, group_instance_id: str | None, protocol_type: str,
+        protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
+        client_id: str, client_host: str,
+    ) -> Body:
+        member = Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                        rebalance_timeout_ms, protocol_type, protocols,
+                        heartbeat_deadline_ms=self.clock() + session_timeout_ms)
+        waiter = member.join_waiter = Waiter()
+        group.add(member)
+        if group.initial_delay is not None:
+            group.initial_delay.new_member_added = True
+        if group.is_(S.PREPARING_REBALANCE):
+            # a longer rebalance timeout extends the join phase
+            group.rebalance_deadline_ms = max(group.rebalance_deadline_ms,
+                                              self.clock() + rebalance_timeout_ms)
+        else:
+            self._prepare_rebalance(group, f"member {member_id} joined")
+        self._maybe_complete_join(group)
+        return await waiter.wait()
+
+    async def _update_and_wait(
+        self, group: Group, member: Member, protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int, rebalance_timeout_ms: int, *, rebalance: bool,
+    ) -> Body:
+        member.protocols = protocols
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        if member.join_waiter is not None:  # a retried join replaces the one in flight
+            member.finish_join(join_error(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+        waiter = member.join_waiter = Waiter()
+        if rebalance:
+            self._prepare_rebalance(group, f"member {member.member_id} rejoined")
+        self._maybe_complete_join(group)
+        return await waiter.wait()
+
+    async def _rejoin_static(
+        self, group: Group, instance_id: str, protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int, rebalance_timeout_ms: int, client_id: str, client_host: str,
+    ) -> Body:
+        """A known group.instance.id joins with no member id (a restarted static member):
+        it takes over the old member (new id, same assignment)."""
+        old_id = group.static[instance_id]
+        new_id = f"{instance_id}-{uuid.uuid4()}"
+        old = group.members[old_id]
+        old.finish_join(join_error(ErrorCode.FENCED_INSTANCE_ID, old_id))
+        old.finish_sync(sync_error(ErrorCode.FENCED_INSTANCE_ID))
+        old_protocol = group.protocol
+        member = group.replace_static(old_id, new_id)
+        previous = (member.protocols, member.client_id, member.client_host)
+        member.protocols = protocols
+        member.client_id, member.client_host = client_id, client_host
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.heartbeat_deadline_ms = self.clock() + session_timeout_ms
+        log.info("group %s: static member %s rejoined as %s", group.group_id, instance_id, new_id)
+        if group.is_(S.STABLE):
+            if group.select_protocol() == old_protocol:
+                try:
+                    self._persist_group(group)
+                except Exception:
+                    member.protocols, member.client_id, member.client_host = previous
+                    group.replace_static(new_id, old_id)
+                    raise
+                return self._join_response(group, member)
+            return await self._update_and_wait(group, member, protocols, session_timeout_ms,
+                                               rebalance_timeout_ms, rebalance=True)
+        rebalance = group.is_(S.COMPLETING_REBALANCE)
+        return await self._update_and_wait(group, member, protocols, session_timeout_ms,
+                                           rebalance_timeout_ms, rebalance=rebalance)
+
+    def _join_response(self, group: Group, member: Member) -> Body:
+        members = []
+        if member.member_id == group.leader:
+            members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                        "metadata": m.metadata(group.protocol)}
+                       for m in group.members.values()]
+        return {"throttle_time_ms": 0, "error_code": 0, "generation_id": group.generation,
+                "protocol_name": group.protocol or "", "leader": group.leader or "",
+                "member_id": member.member_id, "members": members}
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.is_(S.PREPARING_REBALANCE, S.DEAD):
+            return
+        if group.is_(S.COMPLETING_REBALANCE):
+            for member in group.members.values():
+                member.assignment = b""
+                member.finish_sync(sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
+        was_empty = group.is_(S.EMPTY)
+        now = self.clock()
+        timeout = group.max_rebalance_timeout_ms()
+        group.state = S.PREPARING_REBALANCE
+        group.state_timestamp_ms = self.wall()
+        group.rebalance_deadline_ms = now + timeout
+        delay = self.config.initial_rebalance_delay_ms
+        if was_empty and delay > 0:
+            first = min(delay, timeout)
+            group.initial_delay = InitialDelay(now + first, delay, max(timeout - delay, 0))
+        log.info("group %s: preparing rebalance (generation %d): %s", group.group_id,
+                 group.generation, reason)
+
+    def _maybe_complete_join(self, group: Group) -> None:
+        if not group.is_(S.PREPARING_REBALANCE):
+            return
+        now = self.clock()
+        delay = group.initial_delay
+        if delay is not None:
+            if now < delay.deadline_ms:
+                return
+            if delay.new_member_added and delay.remaining_ms > 0:
+                step = min(delay.delay_ms, delay.remaining_ms)
+                group.initial_delay = InitialDelay(now + step, delay.delay_ms,
+                                                   max(delay.remaining_ms - step, 0))
+                return
+            group.initial_delay = None
+            self._complete_join(group)
+            return
+        if group.all_joined() or now >= group.rebalance_deadline_ms:
+            self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        now = self.clock()
+        for member in list(group.members.values()):
+            if not member.awaiting_join:
+                log.info("group %s: removing %s (did not rejoin in time)", group.group_id,
+                         member.member_id)
+                group.remove(member.member_id)
+        group.pending.clear()
+        group.generation += 1
+        group.state_timestamp_ms = self.wall()
+        if not group.members:
+            group.state = S.EMPTY
+            group.protocol = None
+            group.leader = None
+            log.info("group %s: empty at generation %d", group.group_id, group.generation)
+            self._persist_group_quietly(group)
+            return
+        group.protocol = group.select_protocol()
+        if group.leader not in group.members:
+            group.leader = next(iter(group.members))
+        group.state = S.COMPLETING_REBALANCE
+        group.sync_deadline_ms = now + group.max_rebalance_timeout_ms()
+        log.info("group %s: generation %d with %d members, protocol %s, leader %s",
+                 group.group_id, group.generation, len(group.members), group.protocol,
+                 group.leader)
+        for member in group.members.values():
+            member.is_new = False
+            member.heartbeat_deadline_ms = now + member.session_timeout_ms
+            member.finish_join(self._join_response(group, member))
+
+    # --- SyncGroup -------------------------------------------------------------------
+    async def sync_group(
+        self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
+        assignments: list[tuple[str, bytes]],
+    ) -> Body:
+        if not group_id:
+            return sync_error(ErrorCode.INVALID_GROUP_ID)
+        group = self.groups.get(group_id)
+        if group is None or group.is_(S.DEAD):
+            return sync_error(ErrorCode.UNKNOWN_MEMBER_ID)
+        fenced = self._fenced(group, member_id, group_instance_id)
+        if fenced is not None:
+            return sync_error(fenced)
+        member = group.members.get(member_id)
+        if member is None:
+            return sync_error(ErrorCode.UNKNOWN_MEMBER_ID)
+        if generation != group.generation:
+            return sync_error(ErrorCode.ILLEGAL_GENERATION)
+        if group.is_(S.EMPTY):
+            return sync_error(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_(S.PREPARING_REBALANCE):
+            return sync_error(ErrorCode.REBALANCE_IN_PROGRESS)
+        member.heartbeat_deadline_ms = self.clock() + member.session_timeout_ms
+        if group.is_(S.STABLE):
+            return sync_ok(member.assignment)
+        # CompletingRebalance: wait for the leader's assignments
+        member.finish_sync(sync_error(ErrorCode.REBALANCE_IN_PROGRESS))
+        waiter = member.sync_waiter = Waiter()
+        if member_id == group.leader:
+            given = dict(assignments)
+            for m in group.members.values():
+                m.assignment = given.get(m.member_id, b"")
+            try:
+                self._persist_group(group)
+            except Exception:
+                log.exception("group %s: storing the assignment failed", group.group_id)
+                for m in group.members.values():
+                    m.assignment = b""
+                    m.finish_sync(sync_error(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+                self._prepare_rebalance(group, "storing the assignment failed")
+                return await waiter.wait()
+            group.state = S.STABLE
+            group.state_timestamp_ms = self.wall()
+            log.info("group %s: stable at generation %d", group.group_id, group.generation)
+            for m in group.members.values():
+                m.finish_sync(sync_ok(m.assignment))
+        return await waiter.wait()
+
+    def _sync_timed_out(self, group: Group) -> None:
+        """Members that did not SyncGroup within the rebalance timeout are removed."""
+        for member in [m for m in group.members.values() if m.sync_waiter is None]:
+            log.info("group %s: removing %s (no SyncGroup in time)", group.group_id,
+                     member.member_id)
+            group.remove(member.member_id)
+        self._prepare_rebalance(group, "SyncGroup timed out")
+        self._maybe_complete_join(group)
+
+    # --- Heartbeat / LeaveGroup ------------------------------------------------------
+    def heartbeat(self, group_id: str, generation: int, member_id: str,
+                  group_instance_id: str | None) -> ErrorCode:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        fenced = self._fenced(group, member_id, group_instance_id)
+        if fenced is not None:
+            return fenced
+        member = group.members.get(member_id)
+        if member is None or group.is_(S.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        member.heartbeat_deadline_ms = self.clock() + member.session_timeout_ms
+        if group.is_(S.PREPARING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]
+                    ) -> tuple[ErrorCode, list[ErrorCode]]:
+        """(top-level error, one error per (member id, instance id) leaving)."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, [ErrorCode.INVALID_GROUP_ID] * len(leaving)
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
+        if group.is_(S.DEAD):
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    [ErrorCode.COORDINATOR_NOT_AVAILABLE] * len(leaving))
+        errors = []
+        for member_id, instance_id in leaving:
+            if instance_id is not None:
+                known = group.static.get(instance_id)
+                if known is None:
+                    errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                    continue
+                if member_id and member_id != known:
+                    errors.append(ErrorCode.FENCED_INSTANCE_ID)
+                    continue
+                member_id = known
+            if member_id in group.pending:
+                del group.pending[member_id]
+                self._maybe_complete_join(group)
+                errors.append(ErrorCode.NONE)
+                continue
+            if member_id not in group.members:
+                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
+                continue
+            self._member_gone(group, member_id, "left the group")
+            errors.append(ErrorCode.NONE)
+        return ErrorCode.NONE, errors
+
+    def _member_gone(self, group: Group, member_id: str, reason: str) -> None:
+        member = group.remove(member_id)
+        if member is None:
+            return
+        log.info("group %s: member %s %s", group.group_id, member_id, reason)
+        member.finish_join(join_error(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
+        member.finish_sync(sync_error(ErrorCode.UNKNOWN_MEMBER_ID))
+        if group.is_(S.STABLE, S.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"member {member_id} {reason}")
+        self._maybe_complete_join(group)
+
+    def _expire_pending(self, group: Group, now: float) -> None:
+        expired = [m for m, deadline in group.pending.items() if now >= deadline]
+        for member_id in expired:
+            del group.pending[member_id]
+        if expired:
+            self._maybe_complete_join(group)
+
+    def _expire_members(self, group: Group, now: float) -> None:
+        for member in list(group.members.values()):
+            if member.awaiting_join or member.sync_waiter is not None:
+                continue  # bounded by the rebalance / sync deadlines instead
+            if now >= member.heartbeat_deadline_ms:
+                self._member_gone(group, member.member_id,
+                                  f"expired (no heartbeat in {member.session_timeout_ms} ms)")
+
+    def _fenced(self, group: Group, member_id: str, instance_id: str | None) -> ErrorCode | None:
+        """FENCED_INSTANCE_ID when a static member's id was taken over by a newer one."""
+        if instance_id is None:
+            return None
+        known = group.static.get(instance_id)
+        if known is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID if member_id not in group.members else None
+        if known != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        return None
+
+    # --- offsets ---------------------------------------------------------------------
+    def commit_offsets(
+        self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
+        topics: list[tuple[str, list[tuple[int, int, int, str | None]]]],
+    ) -> list[tuple[str, list[tuple[int, ErrorCode]]]]:
+        """topics: (name, [(partition, offset, leader_epoch, metadata)]) -> per-partition codes."""
+        error = self._commit_error(group_id, generation, member_id, group_instance_id)
+        if error is not None:
+            return [(name, [(p[0], error) for p in parts]) for name, parts in topics]
+        group = self.groups.get(group_id)
+        if group is None:
+            group = Group(group_id, self.wall())
+        now = self.wall()
+        results: list[tuple[str, list[tuple[int, ErrorCode]]]] = []
+        records: list[rec.Record] = []
+        accepted: list[tuple[tuple[str, int], OffsetEntry]] = []
+        for name, parts in topics:
+            codes = []
+            for partition, offset, epoch, metadata in parts:
+                if not self.partition_exists(name, partition):
+                    codes.append((partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                meta = metadata or ""
+                if len(meta.encode()) > self.config.offset_metadata_max_bytes:
+                    codes.append((partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
+                    continue
+                entry = OffsetEntry(offset, epoch, meta, now)
+                records.append((rec.offset_key(group_id, name, partition),
+                                rec.offset_value(rec.OffsetValue(offset, epoch, meta, now))))
+                accepted.append(((name, partition), entry))
+                codes.append((partition, ErrorCode.NONE))
+            results.append((name, codes))
+        if records:
+            try:
+                self.store.append(group_id, records)
+            except Exception:
+                log.exception("group %s: storing offsets failed", group_id)
+                return [(name, [(p, ErrorCode.COORDINATOR_NOT_AVAILABLE if c == ErrorCode.NONE
+                                 else c) for p, c in codes]) for name, codes in results]
+            self.groups.setdefault(group_id, group)
+            for key, entry in accepted:
+                group.offsets[key] = entry
+        member = group.members.get(member_id)
+        if member is not None:
+            member.heartbeat_deadline_ms = self.clock() + member.session_timeout_ms
+        return results
+
+    def _commit_error(self, group_id: str, generation: int, member_id: str,
+                      group_instance_id: str | None) -> ErrorCode | None:
+        group = self.groups.get(group_id)
+        if group is None:
+            # Kafka: only standalone commits may create a group
+            return None if generation < 0 else ErrorCode.ILLEGAL_GENERATION
+        if group.is_(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        fenced = self._fenced(group, member_id, group_instance_id)
+        if fenced is not None:
+            return fenced
+        if generation < 0 and group.is_(S.EMPTY):
+            return None
+        if group.is_(S.COMPLETING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        if member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        return None
+
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
+                      ) -> list[tuple[str, list[tuple[int, OffsetEntry | None]]]]:
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None else {}
+        if topics is None:
+            by_topic: dict[str, list[tuple[int, OffsetEntry | None]]] = {}
+            for (topic, partition), entry in sorted(offsets.items()):
+                by_topic.setdefault(topic, []).append((partition, entry))
+            return list(by_topic.items())
+        return [(name, [(p, offsets.get((name, p))) for p in parts]) for name, parts in topics]
+
+    def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]
+                       ) -> tuple[int, list[tuple[str, list[tuple[int, int]]]]]:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, []
+        group = self.groups.get(group_id)
+        if group is None or group.is_(S.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, []
+        codes: list[tuple[int, int]]
+        subscribed = self._subscribed_topics(group)
+        results = []
+        records: list[rec.Record] = []
+        doomed = []
+        for name, parts in topics:
+            codes = []
+            for partition in parts:
+                if name in subscribed:
+                    codes.append((partition, GROUP_SUBSCRIBED_TO_TOPIC))
+                elif not self.partition_exists(name, partition):
+                    codes.append((partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                else:
+                    codes.append((partition, ErrorCode.NONE))
+                    if (name, partition) in group.offsets:
+                        records.append((rec.offset_key(group_id, name, partition), None))
+                        doomed.append((name, partition))
+            results.append((name, codes))
+        self.store.append(group_id, records)
+        for key in doomed:
+            group.offsets.pop(key, None)
+        return ErrorCode.NONE, results
+
+    def _subscribed_topics(self, group: Group) -> set[str]:
+        """Topics the members of a consumer group subscribe to (empty if unknown)."""
+        if not group.members or group.protocol_type != "consumer":
+            return set()
+        topics: set[str] = set()
+        for member in group.members.values():
+            topics |= consumer_subscription(member.metadata(group.protocol))
+        return topics
+
+    def expire_offsets(self) -> int:
+        """Tombstone the offsets of empty groups older than offsets.retention.minutes;
+        an empty group left with no offsets is deleted. Returns offsets expired."""
+        now = self.wall()
+        retention = self.config.offsets_retention_ms
+        expired_count = 0
+        for group in list(self.groups.values()):
+            if not group.is_(S.EMPTY):
+                continue
+            expired = [k for k, e in group.offsets.items()
+                       if e.commit_timestamp_ms + retention <= now]
+            records: list[rec.Record] = [(rec.offset_key(group.group_id, t, p), None)
+                                         for t, p in expired]
+            dead = len(expired) == len(group.offsets)
+            if dead:
+                records.append((rec.group_key(group.group_id), None))
+            if not expired and not dead:
+                continue
+            try:
+                self.store.append(group.group_id, records)
+            except Exception:
+                log.exception("group %s: expiring offsets failed", group.group_id)
+                continue
+            for key in expired:
+                del group.offsets[key]
+            expired_count += len(expired)
+            if dead:
+                group.state = S.DEAD
+                del self.groups[group.group_id]
+            log.info("group %s: expired %d offsets%s", group.group_id, len(expired),
+                     " and removed the group" if dead else "")
+        return expired_count
+
+    # --- admin -----------------------------------------------------------------------
+    def list_groups(self) -> list[Group]:
+        return [g for g in self.groups.values() if not g.is_(S.DEAD)]
+
+    def describe_group(self, group_id: str) -> Group | None:
+        group = self.groups.get(group_id)
+        return None if group is None or group.is_(S.DEAD) else group
+
+    def delete_groups(self, group_ids: Iterable[str]) -> list[tuple[str, ErrorCode]]:
+        results = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if not group_id:
+                results.append((group_id, ErrorCode.INVALID_GROUP_ID))
+            elif group is None or group.is_(S.DEAD):
+                results.append((group_id, ErrorCode.GROUP_ID_NOT_FOUND))
+            elif not group.is_(S.EMPTY):
+                results.append((group_id, ErrorCode.NON_EMPTY_GROUP))
+            else:
+                records: list[rec.Record] = [(rec.offset_key(group_id, t, p), None)
+                                             for t, p in group.offsets]
+                records.append((rec.group_key(group_id), None))
+                try:
+                    self.store.append(group_id, records)
+                except Exception:
+                    log.exception("group %s: deleting failed", group_id)
+                    results.append((group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
+                    continue
+                group.state = S.DEAD
+                del self.groups[group_id]
+                log.info("group %s: deleted", group_id)
+                results.append((group_id, ErrorCode.NONE))
+        return results
+
+    # --- persistence -----------------------------------------------------------------
+    def _persist_group(self, group: Group) -> None:
+        value = rec.GroupValue(
+            protocol_type=group.protocol_type or "", generation=group.generation,
+            protocol=group.protocol, leader=group.leader,
+            current_state_timestamp=group.state_timestamp_ms,
+            members=[rec.MemberValue(m.member_id, m.group_instance_id, m.client_id,
+                                     m.client_host, m.rebalance_timeout_ms, m.session_timeout_ms,
+                                     m.metadata(group.protocol), m.assignment)
+                     for m in group.members.values()])
+        self.store.append(group.group_id, [(rec.group_key(group.group_id),
+                                            rec.group_value(value))])
+
+    def _persist_group_quietly(self, group: Group) -> None:
+        try:
+            self._persist_group(group)
+        except Exception:
+            log.exception("group %s: storing group metadata failed", group.group_id)
+
+
+def join_error(code: ErrorCode, member_id: str = "") -> Body:
+    return {"throttle_time_ms": 0, "error_code": int(code), "generation_id": -1,
+            "protocol_name": "", "leader": "", "member_id": member_id, "members": []}
+
+
+def sync_error(code: ErrorCode) -> Body:
+    return {"throttle_time_ms": 0, "error_code": int(code), "assignment": b""}
+
+
+def sync_ok(assignment: bytes) -> Body:
+    return {"throttle_time_ms": 0, "error_code": 0, "assignment": assignment}
+
+
+def consumer_subscription(metadata: bytes) -> set[str]:
+    """Topic names in a consumer protocol subscription (version i16, [string])."""
+    try:
+        r = rec._Reader(metadata)
+        r.take(">h")
+        return {r.string() or "" for _ in range(max(r.take(">i"), 0))}
+    except Exception:
+        return set()

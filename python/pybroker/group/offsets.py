@@ -1,0 +1,125 @@
+"""Where group state is stored: the compacted internal topic `__consumer_offsets`.
+
+A group lives in partition `(javaStringHashCode(group) & 0x7fffffff) % N` (Kafka's
+rule, so tools that read the topic find it where Kafka would put it). The topic
+is created on first use. Each write is one uncompressed batch appended before
+the request that caused it is answered; on start the coordinator replays
+every partition (records.py describes the key/value formats)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Protocol
+
+from pybroker.group.records import build_batch, iter_records
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+READ_CHUNK_BYTES = 1 << 20
+#: Kafka's offsets.topic.segment.bytes default
+OFFSETS_SEGMENT_BYTES = 104857600
+
+
+def java_string_hash(text: str) -> int:
+    """java.lang.String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    return (java_string_hash(group_id) & 0x7FFFFFFF) % partitions
+
+
+Record = tuple[bytes, bytes | None]
+
+
+class GroupStore(Protocol):
+    """What the coordinator needs from storage (a fake one in unit tests)."""
+
+    def ensure(self) -> None: ...
+
+    def append(self, group_id: str, records: list[Record]) -> None: ...
+
+    def load(self) -> Iterator[Record]: ...
+
+
+class MemoryStore:
+    """GroupStore in a list: unit tests, and the record of what was written."""
+
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+
+    def ensure(self) -> None:
+        pass
+
+    def append(self, group_id: str, records: list[Record]) -> None:
+        self.records.extend(records)
+
+    def load(self) -> Iterator[Record]:
+        return iter(list(self.records))
+
+
+class OffsetsTopic:
+    """GroupStore over the broker's `__consumer_offsets` partitions."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    @property
+    def partition_count(self) -> int:
+        record = self.broker.topic(OFFSETS_TOPIC)
+        if record is not None:
+            return len(record.partitions)
+        return int(self.broker.config["offsets.topic.num.partitions"])
+
+    def ensure(self) -> None:
+        if self.broker.topic(OFFSETS_TOPIC) is not None:
+            return
+        self.broker.create_topic(
+            OFFSETS_TOPIC, self.partition_count, 1,
+            {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_SEGMENT_BYTES)})
+
+    def append(self, group_id: str, records: list[Record]) -> None:
+        if not records:
+            return
+        self.ensure()
+        index = partition_for(group_id, self.partition_count)
+        partition = self.broker.partition(OFFSETS_TOPIC, index)
+        if partition is None:
+            raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is not open")
+        batch = build_batch(records, int(time.time() * 1000))
+        partition.append(memoryview(batch))
+
+    def load(self) -> Iterator[Record]:
+        record = self.broker.topic(OFFSETS_TOPIC)
+        if record is None:
+            return
+        for index in range(len(record.partitions)):
+            partition = self.broker.partition(OFFSETS_TOPIC, index)
+            if partition is None:
+                continue
+            offset = partition.log.log_start_offset
+            end = partition.high_watermark
+            while offset < end:
+                chunk = partition.read(offset, READ_CHUNK_BYTES, True)
+                if chunk is None:
+                    break
+                last = offset - 1
+                for record_offset, key, value in iter_records(chunk.read()):
+                    last = record_offset
+                    if key is not None and record_offset >= offset:
+                        yield key, value
+                if last < offset:
+                    log.warning("%s-%d: no readable record at %d; stopping replay",
+                                OFFSETS_TOPIC, index, offset)
+                    break
+                offset = last + 1
