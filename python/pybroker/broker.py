@@ -20,6 +20,7 @@ from pybroker.errors import ErrorCode, KafkaError
 from pybroker.group import GroupCoordinator
 from pybroker.log.manager import LogManager, topic_config
 from pybroker.log.partition import Partition
+from pybroker.metrics import BrokerMetrics
 from pybroker.producer.ids import ProducerIdAllocator
 from pybroker.server.connection import Connection, serve_connection
 
@@ -62,6 +63,7 @@ class Broker:
         self.producer_ids = ProducerIdAllocator(self.store)
         self.groups = GroupCoordinator.for_broker(self)
         self.bound_ports: list[int] = []
+        self.metrics = BrokerMetrics()
         self._stop = anyio.Event()
 
     # --- addresses ---
@@ -230,6 +232,8 @@ class Broker:
                     tg.start_soon(self._accept_loop, tg, sock, dispatcher, max_bytes)
                 tg.start_soon(self._watch_signals, tg)
                 tg.start_soon(self._checkpoint_loop)
+                if self.config["metrics.port"]:
+                    await tg.start(self._serve_metrics)
                 tg.start_soon(self.groups.run)
                 for listener, port in zip(self.listeners, self.bound_ports, strict=True):
                     log.info("listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0",
@@ -291,8 +295,21 @@ class Broker:
                 continue
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._size_buffers(client)
-            tg.start_soon(serve_connection, Connection(client, max_bytes),
-                          dispatcher.handle_frame)
+            tg.start_soon(self._serve_client, Connection(client, max_bytes), dispatcher)
+
+    async def _serve_client(self, conn: Connection, dispatcher: Any) -> None:
+        self.metrics.connection_opened()
+        try:
+            await serve_connection(conn, dispatcher.handle_frame)
+        finally:
+            self.metrics.connection_closed()
+
+    async def _serve_metrics(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """The Prometheus endpoint on metrics.port, on the first listener's host."""
+        from pybroker.metrics.http import serve_metrics
+
+        await serve_metrics(self, self.listeners[0].host, self.config["metrics.port"],
+                            task_status=task_status)
 
     def _size_buffers(self, client: socket.socket) -> None:
         for key, opt in (("socket.send.buffer.bytes", socket.SO_SNDBUF),

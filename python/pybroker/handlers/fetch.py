@@ -33,14 +33,18 @@ async def handle_fetch(broker: Broker, request: Request) -> dict[str, Any]:
         topics, total, errors, partitions = read_all(broker, body)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0 or not partitions:
+            if total:
+                broker.metrics.record_fetch(topics)
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
         woken = anyio.Event()
         for partition in partitions:
             partition.add_waiter(woken)
+        broker.metrics.fetch_purgatory_size += 1
         try:
             with anyio.move_on_after(remaining):
                 await woken.wait()
         finally:
+            broker.metrics.fetch_purgatory_size -= 1
             for partition in partitions:
                 partition.remove_waiter(woken)
 

@@ -72,6 +72,7 @@ def append_partition(
                 return failed(code, str(exc))
         log.exception("append to %s-%d failed", topic, data["index"])
         return failed(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
+    broker.metrics.record_produce(topic, len(records), result.record_count)
     return {
         "error_code": 0,
         "base_offset": result.base_offset,

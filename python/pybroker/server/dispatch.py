@@ -35,6 +35,7 @@ class Request:
 class Dispatcher:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.metrics = broker.metrics
 
     async def handle_frame(self, conn: Connection, frame: memoryview) -> bool:
         """Handle one request; False closes the connection."""
@@ -76,6 +77,7 @@ class Dispatcher:
         if response is not None:
             await conn.write(protocol.encode_response(
                 header.api_key, header.api_version, header.correlation_id, response))
+        self.metrics.observe_request(header.api_key, time.monotonic() - request.received_ms)
         return True
 
 

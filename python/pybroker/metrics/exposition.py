@@ -1,0 +1,138 @@
+"""Prometheus text exposition format (version 0.0.4) of a broker's metrics.
+
+Written by hand (no prometheus_client at run time): `# HELP` and `# TYPE` lines,
+then one `name{label="value",...} number` line per sample. Counters end in
+`_total`; sizes are in `_bytes`, durations in `_seconds`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from pybroker.metrics import LATENCY_BUCKETS_S, BrokerMetrics
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+Labels = tuple[tuple[str, str], ...]
+
+
+def escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def format_value(value: float) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)
+
+
+class Exposition:
+    """Accumulates metric families, each announced once with HELP and TYPE."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+
+    def family(self, name: str, kind: str, help_text: str,
+               samples: Iterable[tuple[Labels, float]], suffix: str = "") -> None:
+        self._lines.append(f"# HELP {name} {help_text}")
+        self._lines.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            self.sample(name + suffix, labels, value)
+
+    def sample(self, name: str, labels: Labels, value: float) -> None:
+        if labels:
+            inner = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels)
+            self._lines.append(f"{name}{{{inner}}} {format_value(value)}")
+        else:
+            self._lines.append(f"{name} {format_value(value)}")
+
+    def text(self) -> str:
+        return "\n".join(self._lines) + "\n"
+
+
+def api_name(api_key: int) -> str:
+    from pybroker import protocol
+
+    api = protocol.APIS.get(api_key)
+    return api.name if api is not None else str(api_key)
+
+
+def render(metrics: BrokerMetrics, broker: Broker | None = None) -> str:
+    """The whole exposition: request-path counters plus gauges read off `broker`."""
+    out = Exposition()
+    per_topic = (
+        ("pybroker_topic_bytes_in", metrics.bytes_in,
+         "Bytes of record batches appended by produce requests."),
+        ("pybroker_topic_bytes_out", metrics.bytes_out,
+         "Bytes of record batches sent in fetch responses."),
+        ("pybroker_topic_messages_in", metrics.messages_in,
+         "Records appended by produce requests."),
+    )
+    for name, counts, help_text in per_topic:
+        out.family(name + "_total", "counter", help_text,
+                   [((("topic", t),), v) for t, v in sorted(counts.items())])
+
+    requests = sorted((api_name(k), s) for k, s in metrics.requests.items())
+    out.family("pybroker_requests_total", "counter", "Requests handled, by API.",
+               [((("api", name),), s.count) for name, s in requests])
+    hist = "pybroker_request_duration_seconds"
+    out.family(hist, "histogram",
+               "Time from a request's arrival to its response being written, by API.", ())
+    for name, s in requests:
+        cumulative = 0
+        for bound, count in zip(LATENCY_BUCKETS_S, s.buckets, strict=False):
+            cumulative += count
+            out.sample(hist + "_bucket", (("api", name), ("le", format_value(bound))),
+                       cumulative)
+        out.sample(hist + "_bucket", (("api", name), ("le", "+Inf")), s.count)
+        out.sample(hist + "_sum", (("api", name),), s.seconds_sum)
+        out.sample(hist + "_count", (("api", name),), s.count)
+
+    out.family("pybroker_purgatory_size", "gauge",
+               "Requests waiting in purgatory: long-polling fetches, acks=all produces.",
+               [((("operation", "fetch"),), metrics.fetch_purgatory_size),
+                ((("operation", "produce"),), metrics.produce_purgatory_size)])
+    out.family("pybroker_connections", "gauge", "Open client connections.",
+               [((), metrics.connections_open)])
+    out.family("pybroker_connections_opened_total", "counter", "Client connections accepted.",
+               [((), metrics.connections_total)])
+    out.family("pybroker_isr_shrinks_total", "counter", "Times an ISR lost a replica.",
+               [((), metrics.isr_shrinks)])
+    out.family("pybroker_isr_expands_total", "counter", "Times an ISR gained a replica.",
+               [((), metrics.isr_expands)])
+
+    if broker is not None:
+        _broker_gauges(out, broker)
+
+    out.family("pybroker_consumer_group_lag", "gauge",
+               "Log end offset minus committed offset, per group and partition.",
+               [((("group", g), ("topic", t), ("partition", str(p))), lag)
+                for g, t, p, lag in sorted(metrics.lag_rows())])
+    return out.text()
+
+
+def _broker_gauges(out: Exposition, broker: Broker) -> None:
+    topics = broker.store.topics()
+    under = sum(1 for record in topics.values() for state in record.partitions
+                if len(state.isr) < len(state.replicas))
+    out.family("pybroker_under_replicated_partitions", "gauge",
+               "Partitions whose ISR is smaller than their replica set.", [((), under)])
+    out.family("pybroker_partitions", "gauge", "Partition replicas hosted by this broker.",
+               [((), len(broker.logs.partitions))])
+    logs = sorted(broker.logs.partitions.items())
+    size, segments, end = [], [], []
+    for (topic, index), partition in logs:
+        labels = (("topic", topic), ("partition", str(index)))
+        size.append((labels, partition.log.size_bytes))
+        segments.append((labels, partition.log.segment_count))
+        end.append((labels, partition.log.log_end_offset))
+    out.family("pybroker_log_size_bytes", "gauge", "Bytes of a partition's log segments.", size)
+    out.family("pybroker_log_segments", "gauge", "Segments in a partition's log.", segments)
+    out.family("pybroker_log_end_offset", "gauge", "Offset of a partition's next record.", end)

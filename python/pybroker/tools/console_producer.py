@@ -1,0 +1,126 @@
+"""`pybroker console-producer`: kafka-console-producer.sh — one record per stdin line.
+
+`--property parse.key=true` splits each line at `key.separator` (default TAB)
+into key and value; `--property ignore.error=true` sends a line without the
+separator as a value with no key instead of stopping (Kafka's LineMessageReader)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from pybroker.tools._common import (
+    ToolError,
+    client_config,
+    parse_pairs,
+    read_properties,
+    require_client,
+)
+
+COMMAND = "console-producer"
+HELP = "send stdin lines as records (kafka-console-producer.sh)"
+
+#: records queued in the client before a line read waits for deliveries
+QUEUE_MESSAGES_MAX = 100000
+FLUSH_TIMEOUT_S = 60.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server",
+                        metavar="HOST:PORT", help="the broker(s) to connect to")
+    parser.add_argument("--topic", required=True, help="the topic to produce to")
+    parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+                        help="line reader properties: parse.key, key.separator, ignore.error")
+    parser.add_argument("--producer-property", action="append", default=[],
+                        metavar="KEY=VALUE", help="a producer config")
+    parser.add_argument("--producer.config", dest="producer_config", metavar="FILE",
+                        help="producer properties file")
+    parser.add_argument("--request-required-acks", default=None,
+                        help="acks (default -1, all)")
+    parser.add_argument("--compression-codec", nargs="?", const="gzip", default=None,
+                        help="none, gzip, snappy, lz4 or zstd (gzip if given bare)")
+    parser.add_argument("--sync", action="store_true", help="wait for each record's delivery")
+
+
+class LineReader:
+    """Kafka's LineMessageReader: a line -> (key, value)."""
+
+    def __init__(self, props: dict[str, str]) -> None:
+        self.parse_key = props.get("parse.key", "false").lower() == "true"
+        self.key_separator = props.get("key.separator", "\t")
+        self.ignore_error = props.get("ignore.error", "false").lower() == "true"
+        self.line_number = 0
+
+    def parse(self, line: str) -> tuple[bytes | None, bytes]:
+        self.line_number += 1
+        if not self.parse_key:
+            return None, line.encode()
+        key, sep, value = line.partition(self.key_separator)
+        if not sep:
+            if self.ignore_error:
+                return None, line.encode()
+            raise ToolError(f"No key separator found on line number {self.line_number}: "
+                            f"'{line}'")
+        return key.encode(), value.encode()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        ck = require_client()
+        props = parse_pairs(args.property)
+        extra: dict[str, str] = {"acks": "-1", "queue.buffering.max.messages":
+                                 str(QUEUE_MESSAGES_MAX)}
+        if args.request_required_acks is not None:
+            extra["acks"] = str(args.request_required_acks)
+        if args.compression_codec:
+            extra["compression.type"] = args.compression_codec
+        config = client_config(args.bootstrap_server, extra,
+                               read_properties(args.producer_config),
+                               parse_pairs(args.producer_property))
+        producer = ck.Producer(config)
+    except ToolError as exc:
+        print(f"ERROR {exc}", file=sys.stderr)
+        return 1
+    reader = LineReader(props)
+    failures = 0
+    topic = args.topic
+
+    def delivered(err: Any, msg: Any) -> None:
+        nonlocal failures
+        if err is not None:
+            failures += 1
+            key = msg.key()
+            value = msg.value()
+            print(f"Error when sending message to topic {topic} with key: "
+                  f"{'null' if key is None else f'{len(key)} bytes'}, value: "
+                  f"{'null' if value is None else f'{len(value)} bytes'} with error: "
+                  f"{err.str()}", file=sys.stderr)
+
+    status = 0
+    try:
+        for raw in sys.stdin:
+            line = raw[:-1] if raw.endswith("\n") else raw
+            if line.endswith("\r"):
+                line = line[:-1]
+            key, value = reader.parse(line)
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key, on_delivery=delivered)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            if args.sync:
+                producer.flush(FLUSH_TIMEOUT_S)
+            else:
+                producer.poll(0)
+    except ToolError as exc:
+        print(f"ERROR {exc}", file=sys.stderr)
+        status = 1
+    except KeyboardInterrupt:
+        pass
+    remaining = producer.flush(FLUSH_TIMEOUT_S)
+    if remaining:
+        print(f"ERROR {remaining} records were not delivered within {FLUSH_TIMEOUT_S:.0f} s",
+              file=sys.stderr)
+    return 1 if status or failures or remaining else 0

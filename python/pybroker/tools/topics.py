@@ -1,0 +1,252 @@
+"""`pybroker topics`: kafka-topics.sh — create, list, describe, alter (partitions), delete.
+
+An AdminClient tool, so it works against stock Kafka too. Output and messages
+follow Kafka's TopicCommand: `Created topic T.`; describe prints a topic line
+(`Topic: T<TAB>TopicId: ...<TAB>PartitionCount: N<TAB>ReplicationFactor: R<TAB>Configs: ...`)
+then one tab-indented line per partition; errors print
+`Error while executing topic command : <message>` and exit 1. `--topic` is a
+regular expression (full match) except with --create."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from pybroker.tools._common import (
+    ToolError,
+    add_bootstrap,
+    client_config,
+    parse_pairs,
+    read_properties,
+    require_client,
+)
+
+COMMAND = "topics"
+HELP = "create, list, describe, alter or delete topics (kafka-topics.sh)"
+
+REQUEST_TIMEOUT_S = 30.0
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_bootstrap(parser)
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="properties file of AdminClient configs")
+    actions = parser.add_mutually_exclusive_group(required=True)
+    for name, text in (("create", "Create a new topic."), ("list", "List all available topics."),
+                       ("describe", "List details for the given topics."),
+                       ("alter", "Alter the number of partitions."),
+                       ("delete", "Delete a topic.")):
+        actions.add_argument(f"--{name}", action="store_true", help=text)
+    parser.add_argument("--topic", help="topic name; a regular expression except with --create")
+    parser.add_argument("--partitions", type=int, help="number of partitions (create, alter)")
+    parser.add_argument("--replication-factor", type=int, help="replication factor (create)")
+    parser.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
+                        help="a topic config override (create)")
+    parser.add_argument("--if-exists", action="store_true",
+                        help="alter, describe, delete: only if the topic exists")
+    parser.add_argument("--if-not-exists", action="store_true",
+                        help="create: only if the topic does not exist")
+    parser.add_argument("--exclude-internal", action="store_true",
+                        help="leave internal topics out of list/describe")
+    parser.add_argument("--under-replicated-partitions", action="store_true",
+                        help="describe: only partitions whose ISR is smaller than replicas")
+    parser.add_argument("--unavailable-partitions", action="store_true",
+                        help="describe: only partitions without a leader")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        ck = require_client()
+        config = client_config(args.bootstrap_server, read_properties(args.command_config))
+        admin = ck.admin.AdminClient(config)
+        if args.create:
+            create(admin, args)
+        elif args.list:
+            names = topic_names(admin, None, args.exclude_internal)
+            if names:
+                print("\n".join(names))
+        elif args.describe:
+            describe(admin, args)
+        elif args.alter:
+            alter(admin, args)
+        elif args.delete:
+            delete(admin, args)
+        return 0
+    except ToolError as exc:
+        print(f"Error while executing topic command : {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a KafkaException from the client
+        print(f"Error while executing topic command : {kafka_message(exc)}", file=sys.stderr)
+        return 1
+
+
+def kafka_message(exc: BaseException) -> str:
+    """The broker's message for a KafkaException (as Kafka prints the cause's message)."""
+    error = exc.args[0] if exc.args else None
+    text = getattr(error, "str", None)
+    return text() if callable(text) else str(exc)
+
+
+def _need_topic(args: argparse.Namespace) -> str:
+    if not args.topic:
+        raise ToolError("--topic is required")
+    return str(args.topic)
+
+
+def create(admin: Any, args: argparse.Namespace) -> None:
+    ck = require_client()
+    name = _need_topic(args)
+    configs = parse_pairs(args.config, "config")
+    new = ck.admin.NewTopic(
+        name,
+        num_partitions=args.partitions if args.partitions is not None else -1,
+        replication_factor=(args.replication_factor
+                            if args.replication_factor is not None else -1),
+        config=configs,
+    )
+    future = admin.create_topics([new], request_timeout=REQUEST_TIMEOUT_S)[name]
+    try:
+        future.result()
+    except ck.KafkaException as exc:
+        if args.if_not_exists and exc.args[0].code() == ck.KafkaError.TOPIC_ALREADY_EXISTS:
+            return
+        raise
+    print(f"Created topic {name}.")
+
+
+def topic_names(admin: Any, pattern: str | None, exclude_internal: bool) -> list[str]:
+    metadata = admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+    names = sorted(metadata.topics)
+    if exclude_internal:
+        names = [n for n in names if n not in INTERNAL_TOPICS]
+    if pattern is not None:
+        try:
+            regex = re.compile(pattern)
+        except re.error:
+            regex = re.compile(re.escape(pattern))
+        names = [n for n in names if regex.fullmatch(n)]
+    return names
+
+
+def _existing(admin: Any, args: argparse.Namespace) -> list[str]:
+    names = topic_names(admin, args.topic, args.exclude_internal)
+    if args.topic is not None and not names and not args.if_exists:
+        raise ToolError(f"Topic '{args.topic}' does not exist as expected")
+    return names
+
+
+@dataclass
+class PartitionInfo:
+    partition: int
+    leader: int | None
+    replicas: list[int]
+    isr: list[int]
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: str | None
+    partitions: list[PartitionInfo]
+
+
+def describe_topics(admin: Any, names: list[str]) -> list[TopicInfo]:
+    """Topic ids and partitions: DescribeTopics where the client supports it, else Metadata."""
+    ck = require_client()
+    try:
+        futures = admin.describe_topics(ck.TopicCollection(names),
+                                        request_timeout=REQUEST_TIMEOUT_S)
+        out = []
+        for name in names:
+            desc = futures[name].result()
+            topic_id = str(desc.topic_id) if desc.topic_id is not None else None
+            out.append(TopicInfo(name, topic_id, [
+                PartitionInfo(p.id, p.leader.id if p.leader is not None else None,
+                              [n.id for n in p.replicas], [n.id for n in p.isr])
+                for p in desc.partitions]))
+        return out
+    except (AttributeError, TypeError, ck.KafkaException):
+        metadata = admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+        out = []
+        for name in names:
+            topic = metadata.topics.get(name)
+            if topic is None:
+                continue
+            out.append(TopicInfo(name, None, [
+                PartitionInfo(p.id, p.leader if p.leader >= 0 else None, list(p.replicas),
+                              list(p.isrs))
+                for p in topic.partitions.values()]))
+        return out
+
+
+def topic_configs(admin: Any, names: list[str]) -> dict[str, str]:
+    """name -> `k=v,...` of the non-default configs, as kafka-topics prints them."""
+    ck = require_client()
+    resources = [ck.admin.ConfigResource(ck.admin.ResourceType.TOPIC, n) for n in names]
+    if not resources:
+        return {}
+    out: dict[str, str] = {}
+    for resource, future in admin.describe_configs(
+            resources, request_timeout=REQUEST_TIMEOUT_S).items():
+        entries = future.result()
+        out[resource.name] = ",".join(
+            f"{e.name}={'' if e.value is None else e.value}"
+            for e in entries.values() if not e.is_default)
+    return out
+
+
+def _zero_id(topic_id: str | None) -> bool:
+    return not topic_id or topic_id in ("AAAAAAAAAAAAAAAAAAAAAA", "0" * 32)
+
+
+def describe(admin: Any, args: argparse.Namespace) -> None:
+    names = _existing(admin, args)
+    topics = sorted(describe_topics(admin, names), key=lambda t: t.name)
+    configs = topic_configs(admin, [t.name for t in topics])
+    filtered = args.under_replicated_partitions or args.unavailable_partitions
+    for topic in topics:
+        partitions = sorted(topic.partitions, key=lambda p: p.partition)
+        if not filtered:
+            replication = len(partitions[0].replicas) if partitions else 0
+            line = f"Topic: {topic.name}"
+            if not _zero_id(topic.topic_id):
+                line += f"\tTopicId: {topic.topic_id}"
+            line += (f"\tPartitionCount: {len(partitions)}\tReplicationFactor: {replication}"
+                     f"\tConfigs: {configs.get(topic.name, '')}")
+            print(line)
+        for p in partitions:
+            if args.under_replicated_partitions and len(p.isr) >= len(p.replicas):
+                continue
+            if args.unavailable_partitions and p.leader is not None:
+                continue
+            leader = "none" if p.leader is None else str(p.leader)
+            print(f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {leader}"
+                  f"\tReplicas: {','.join(map(str, p.replicas))}"
+                  f"\tIsr: {','.join(map(str, p.isr))}")
+
+
+def alter(admin: Any, args: argparse.Namespace) -> None:
+    ck = require_client()
+    _need_topic(args)
+    if args.partitions is None:
+        raise ToolError("--partitions is required with --alter")
+    names = _existing(admin, args)
+    if not names:
+        return
+    futures = admin.create_partitions([ck.admin.NewPartitions(n, args.partitions)
+                                       for n in names], request_timeout=REQUEST_TIMEOUT_S)
+    for future in futures.values():
+        future.result()
+
+
+def delete(admin: Any, args: argparse.Namespace) -> None:
+    _need_topic(args)
+    names = _existing(admin, args)
+    if not names:
+        return
+    for future in admin.delete_topics(names, request_timeout=REQUEST_TIMEOUT_S).values():
+        future.result()
