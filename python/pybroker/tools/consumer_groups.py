@@ -1,0 +1,305 @@
+"""`pybroker consumer-groups`: kafka-consumer-groups.sh — list, describe (with lag),
+reset offsets, delete.
+
+A Kafka client (confluent-kafka AdminClient + Consumer), so it works against
+stock Kafka too; confluent-kafka must be installed (the `test` extra has it).
+Describe prints Kafka's columns:
+GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID.
+Reset prints GROUP TOPIC PARTITION NEW-OFFSET and only changes anything with
+--execute (the default is a dry run, as in Kafka); the group must be inactive."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from typing import Any
+
+COMMAND = "consumer-groups"
+HELP = "list, describe, reset offsets of, or delete consumer groups (kafka-consumer-groups.sh)"
+
+TIMEOUT_S = 30.0
+DESCRIBE_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                    "CONSUMER-ID", "HOST", "CLIENT-ID")
+RESET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
+INACTIVE_STATES = ("EMPTY", "DEAD", "UNKNOWN")
+
+
+class ToolError(Exception):
+    pass
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
+                        help="the broker(s) to connect to")
+    actions = parser.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--list", action="store_true", help="List all consumer groups.")
+    actions.add_argument("--describe", action="store_true",
+                         help="Describe a group: offsets, lag and members.")
+    actions.add_argument("--reset-offsets", action="store_true",
+                         help="Reset a group's offsets (dry run unless --execute).")
+    actions.add_argument("--delete", action="store_true", help="Delete a group.")
+    parser.add_argument("--group", action="append", default=[], help="the consumer group")
+    parser.add_argument("--all-groups", action="store_true",
+                        help="describe / delete / reset every group")
+    parser.add_argument("--topic", action="append", default=[],
+                        help="reset: topic, or topic:partition,partition")
+    parser.add_argument("--all-topics", action="store_true",
+                        help="reset: every topic the group has offsets for")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--to-earliest", action="store_true")
+    target.add_argument("--to-latest", action="store_true")
+    target.add_argument("--to-offset", type=int, metavar="N")
+    target.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                        help="first offset at/after this time (UTC unless an offset is given)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="show the new offsets only")
+    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT_S, metavar="SECONDS")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        print("consumer-groups needs confluent-kafka: pip install confluent-kafka",
+              file=sys.stderr)
+        return 1
+    try:
+        tool = GroupTool(args.bootstrap_server, args.timeout)
+        if args.list:
+            for group in tool.list_groups():
+                print(group)
+            return 0
+        groups = tool.list_groups() if args.all_groups else args.group
+        if not groups:
+            raise ToolError("Option --group (or --all-groups) is required.")
+        if args.describe:
+            for group in groups:
+                print_table(tool.describe(group), DESCRIBE_COLUMNS)
+            return 0
+        if args.delete:
+            failed = False
+            for group, error in tool.delete(groups):
+                if error is None:
+                    print(f"Deletion of requested consumer groups ('{group}') was successful.")
+                else:
+                    failed = True
+                    print(f"Deletion of some consumer groups failed:\n* Group '{group}' "
+                          f"could not be deleted due to: {error}")
+            return 1 if failed else 0
+        return reset(tool, args, groups)
+    except ToolError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+
+
+def reset(tool: GroupTool, args: argparse.Namespace, groups: list[str]) -> int:
+    if not (args.topic or args.all_topics):
+        raise ToolError("One of the reset scopes should be defined: --all-topics, --topic.")
+    if args.to_earliest:
+        spec: tuple[str, Any] = ("earliest", None)
+    elif args.to_latest:
+        spec = ("latest", None)
+    elif args.to_offset is not None:
+        spec = ("offset", args.to_offset)
+    elif args.to_datetime is not None:
+        spec = ("datetime", parse_datetime(args.to_datetime))
+    else:
+        raise ToolError("Option --reset-offsets needs a reset specification "
+                        "(--to-earliest, --to-latest, --to-offset, --to-datetime).")
+    if not args.execute:
+        print("WARN: No action will be performed as the --execute option is missing. "
+              "In a future major release, the default behavior of this command will be to "
+              "prompt the user before executing the reset rather than doing a dry run. "
+              "You should add the --dry-run option explicitly if you are scripting this "
+              "command and want to keep the current default behavior without prompting.")
+    for group in groups:
+        rows = tool.reset(group, args.topic, args.all_topics, spec, execute=args.execute)
+        print_table(rows, RESET_COLUMNS)
+    return 0
+
+
+def parse_datetime(text: str) -> int:
+    """Kafka's --to-datetime formats -> epoch ms (UTC when no zone is given)."""
+    value = text.strip()
+    if value.endswith("Z"):
+        value = value[:-1] + "+00:00"
+    try:
+        parsed = dt.datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise ToolError(f"Error parsing timestamp {text!r}: use YYYY-MM-DDTHH:mm:SS.sss") from exc
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.timezone.utc)
+    return int(parsed.timestamp() * 1000)
+
+
+def print_table(rows: list[tuple[Any, ...]], columns: tuple[str, ...]) -> None:
+    cells = [columns] + [tuple("-" if v is None else str(v) for v in row) for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    print()
+    for row in cells:
+        print(" ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+class GroupTool:
+    def __init__(self, bootstrap: str, timeout: float) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def _consumer(self) -> Any:
+        from confluent_kafka import Consumer
+
+        return Consumer({"bootstrap.servers": self.bootstrap,
+                         "group.id": "pybroker-consumer-groups-tool",
+                         "enable.auto.commit": False})
+
+    def list_groups(self) -> list[str]:
+        result = self.admin.list_consumer_groups(request_timeout=self.timeout).result(
+            timeout=self.timeout)
+        if result.errors:
+            raise ToolError(str(result.errors[0]))
+        return sorted(g.group_id for g in result.valid)
+
+    def _description(self, group: str) -> Any:
+        futures = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)
+        try:
+            return futures[group].result(timeout=self.timeout)
+        except Exception as exc:
+            raise ToolError(f"describing group {group} failed: {exc}") from exc
+
+    def _committed(self, group: str) -> dict[tuple[str, int], int]:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        futures = self.admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout)
+        result = futures[group].result(timeout=self.timeout)
+        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or []
+                if tp.offset >= 0}
+
+    def describe(self, group: str) -> list[tuple[Any, ...]]:
+        description = self._description(group)
+        state = state_name(description.state)
+        if state == "DEAD":
+            raise ToolError(f"Consumer group '{group}' does not exist.")
+        committed = self._committed(group)
+        owners: dict[tuple[str, int], Any] = {}
+        for member in description.members:
+            assignment = member.assignment.topic_partitions if member.assignment else []
+            for tp in assignment:
+                owners[(tp.topic, tp.partition)] = member
+        keys = sorted(set(committed) | set(owners))
+        consumer = self._consumer()
+        rows: list[tuple[Any, ...]] = []
+        try:
+            for topic, partition in keys:
+                end = self._log_end(consumer, topic, partition)
+                current = committed.get((topic, partition))
+                lag = end - current if end is not None and current is not None else None
+                member = owners.get((topic, partition))
+                rows.append((group, topic, partition, current, end, lag,
+                             member.member_id if member else None,
+                             member.host if member else None,
+                             member.client_id if member else None))
+        finally:
+            consumer.close()
+        for member in description.members:  # members with nothing assigned
+            if not (member.assignment and member.assignment.topic_partitions):
+                rows.append((group, None, None, None, None, None, member.member_id,
+                             member.host, member.client_id))
+        if state == "EMPTY" or not description.members:
+            print(f"\nConsumer group '{group}' has no active members.")
+        return rows
+
+    def delete(self, groups: list[str]) -> list[tuple[str, str | None]]:
+        futures = self.admin.delete_consumer_groups(groups, request_timeout=self.timeout)
+        results: list[tuple[str, str | None]] = []
+        for group in groups:
+            try:
+                futures[group].result(timeout=self.timeout)
+                results.append((group, None))
+            except Exception as exc:
+                error = exc.args[0] if exc.args else exc
+                describe = getattr(error, "str", None)
+                results.append((group, describe() if callable(describe) else str(error)))
+        return results
+
+    def _log_end(self, consumer: Any, topic: str, partition: int) -> int | None:
+        from confluent_kafka import TopicPartition
+
+        try:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                     timeout=self.timeout)
+            return int(high)
+        except Exception:
+            return None
+
+    def reset(self, group: str, topics: list[str], all_topics: bool, spec: tuple[str, Any],
+              *, execute: bool) -> list[tuple[Any, ...]]:
+        from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+        description = self._description(group)
+        state = state_name(description.state)
+        if execute and state not in INACTIVE_STATES:
+            raise ToolError(f"Assignments can only be reset if the group '{group}' is inactive, "
+                            f"but the current state is {state.title()}.")
+        targets = self._reset_scope(group, topics, all_topics)
+        consumer = self._consumer()
+        try:
+            kind, value = spec
+            new: dict[tuple[str, int], int] = {}
+            if kind == "datetime":
+                found = consumer.offsets_for_times(
+                    [TopicPartition(t, p, value) for t, p in targets], timeout=self.timeout)
+                for tp in found:
+                    new[(tp.topic, tp.partition)] = tp.offset
+            for topic, partition in targets:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                           timeout=self.timeout)
+                if kind == "earliest":
+                    new[(topic, partition)] = low
+                elif kind == "latest":
+                    new[(topic, partition)] = high
+                elif kind == "offset":
+                    new[(topic, partition)] = min(max(value, low), high)
+                elif new.get((topic, partition), -1) < 0:
+                    new[(topic, partition)] = high
+        finally:
+            consumer.close()
+        if execute:
+            request = ConsumerGroupTopicPartitions(
+                group, [TopicPartition(t, p, o) for (t, p), o in sorted(new.items())])
+            futures = self.admin.alter_consumer_group_offsets([request],
+                                                             request_timeout=self.timeout)
+            result = futures[group].result(timeout=self.timeout)
+            errors = [tp for tp in result.topic_partitions if tp.error]
+            if errors:
+                raise ToolError(f"resetting {errors[0].topic}-{errors[0].partition} failed: "
+                                f"{errors[0].error}")
+        return [(group, t, p, o) for (t, p), o in sorted(new.items())]
+
+    def _reset_scope(self, group: str, topics: list[str], all_topics: bool
+                     ) -> list[tuple[str, int]]:
+        if all_topics:
+            return sorted(self._committed(group))
+        metadata = self.admin.list_topics(timeout=self.timeout)
+        scope: list[tuple[str, int]] = []
+        for item in topics:
+            name, _, parts = item.partition(":")
+            topic = metadata.topics.get(name)
+            if topic is None or topic.error is not None:
+                raise ToolError(f"Topic '{name}' does not exist.")
+            if parts:
+                scope += [(name, int(p)) for p in parts.split(",") if p]
+            else:
+                scope += [(name, p) for p in sorted(topic.partitions)]
+        return scope
+
+
+def state_name(state: Any) -> str:
+    """ConsumerGroupState enum (or string) -> its upper-case name."""
+    name = getattr(state, "name", None) or str(state)
+    return name.rsplit(".", 1)[-1].upper()
