@@ -1,0 +1,273 @@
+"""The ``pybroker`` Spark sink: batch and streaming writes to Kafka topics.
+
+Input columns as Spark's Kafka sink takes them: ``value`` (string or binary,
+required), ``key`` (string or binary, optional), ``topic`` (string; the ``topic``
+option, when set, overrides it), ``partition`` (int, optional: else Kafka's default
+partitioner — murmur2 of the key, null keys spread per Arrow batch) and ``headers``
+(array<struct<key:string,value:binary>>, optional). Records are encoded into
+uncompressed v2 batches in Rust (``pybroker._core.build_batch``) and sent with
+Produce (acks=all) through ``pybroker.spark.client``.
+
+Streaming writes are idempotent per micro-batch id. Spark replays a micro-batch
+(same id, same data) when it crashed before writing its commit log, and calls
+``commit(batchId)`` again. Markers in a small compacted topic
+(``_pybroker_spark_sinks``, option ``sinkCommitTopic``) record what is published:
+
+* after all tasks of batch B of query Q succeeded, ``commit`` writes
+  ``Q -> B``;
+* each task, after its Produce calls were acknowledged, writes
+  ``Q/<task partition id> -> B``.
+
+A task of batch B skips publishing when ``Q -> B' `` or ``Q/<id> -> B'`` with
+B' >= B exists, so a replayed batch (or a retried task that had finished) is not
+published twice. Q is Spark's query id (``sql.streaming.queryId``, stable across
+restarts from the same checkpoint) and B comes from the task's local property
+``streaming.sql.batchId``. The one window left is a task that dies after the broker
+acknowledged its records and before its own marker: its records of that batch are
+published again (at-least-once for that task), as with any non-transactional
+Kafka producer.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from pybroker._core import build_batch, decode_columns, key_partitions
+from pybroker.spark.client import KafkaClient, TopicPartition
+
+try:  # Spark >= 4.1
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamBase
+    _STREAM_ARROW = True
+except ImportError:  # pragma: no cover
+    _StreamBase = DataSourceStreamWriter  # type: ignore[misc,assignment]
+    _STREAM_ARROW = False
+
+BATCH_BYTES_MAX = 512 << 10
+RECORD_OVERHEAD_BYTES = 24
+MARKER_TOPIC_DEFAULT = "_pybroker_spark_sinks"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    bootstrap_servers: str
+    topic: str | None
+    marker_topic: str
+    columns: tuple[str, ...]
+
+    @staticmethod
+    def parse(options: Any, schema: StructType) -> SinkOptions:
+        bootstrap = options.get("kafka.bootstrap.servers")
+        if not bootstrap:
+            raise ValueError("option 'kafka.bootstrap.servers' must be specified")
+        columns = tuple(f.name for f in schema.fields)
+        if "value" not in columns:
+            raise ValueError("required attribute 'value' not found")
+        topic = options.get("topic")
+        if topic is None and "topic" not in columns:
+            raise ValueError("topic option required when no 'topic' attribute is present")
+        return SinkOptions(bootstrap, topic,
+                           options.get("sinkCommitTopic") or MARKER_TOPIC_DEFAULT, columns)
+
+
+@dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    records: int
+    skipped: bool = False
+    query_id: str | None = None
+
+
+def _binary_list(batch: pa.RecordBatch, name: str) -> list[bytes | None]:
+    col = batch.column(name)
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        col = pc.cast(col, pa.binary())
+    return col.to_pylist()
+
+
+def _headers(batch: pa.RecordBatch) -> list[list[tuple[str, bytes | None]] | None] | None:
+    if "headers" not in batch.schema.names:
+        return None
+    return [None if hs is None else [(h["key"], h["value"]) for h in hs]
+            for hs in batch.column("headers").to_pylist()]
+
+
+class _Producer:
+    """Routes records to partitions and sends them in bounded batches."""
+
+    def __init__(self, opts: SinkOptions, task_id: int) -> None:
+        self.opts = opts
+        self.client = KafkaClient(opts.bootstrap_servers, client_id="pybroker-spark-writer")
+        self.sticky = task_id
+        self.count = 0
+
+    def send(self, batch: pa.RecordBatch) -> None:
+        n = batch.num_rows
+        if n == 0:
+            return
+        names = batch.schema.names
+        values = _binary_list(batch, "value")
+        keys = _binary_list(batch, "key") if "key" in names else [None] * n
+        headers = _headers(batch)
+        if self.opts.topic is not None:
+            topics: list[str] = [self.opts.topic] * n
+        else:
+            topics = batch.column("topic").to_pylist()
+            if any(t is None for t in topics):
+                raise ValueError("null topic present in the data; use the topic option")
+        parts: list[int | None] = (batch.column("partition").to_pylist()
+                                   if "partition" in names else [None] * n)
+        groups: dict[TopicPartition, list[int]] = {}
+        for topic in sorted(set(topics)):
+            idx = [i for i in range(n) if topics[i] == topic]
+            count = len(self.client.partitions_for(topic, auto_create=True))
+            hashed = key_partitions([keys[i] for i in idx], count)
+            self.sticky += 1
+            for i, h in zip(idx, hashed, strict=True):
+                p = parts[i]
+                if p is None:
+                    p = h if h >= 0 else self.sticky % count
+                groups.setdefault((topic, p), []).append(i)
+        now_ms = int(time.time() * 1000)
+        out: dict[TopicPartition, list[bytes]] = {}
+        for tp, idx in groups.items():
+            start, size = 0, 0
+            for j, i in enumerate(idx):
+                size += len(keys[i] or b"") + len(values[i] or b"") + RECORD_OVERHEAD_BYTES
+                if size >= BATCH_BYTES_MAX or j == len(idx) - 1:
+                    chunk = idx[start:j + 1]
+                    out.setdefault(tp, []).append(build_batch(
+                        [keys[i] for i in chunk], [values[i] for i in chunk], now_ms,
+                        None if headers is None else [headers[i] for i in chunk]))
+                    start, size = j + 1, 0
+        self.client.produce(out)
+        self.count += n
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _write_all(opts: SinkOptions, batches: Iterable[pa.RecordBatch], task_id: int) -> int:
+    producer = _Producer(opts, task_id)
+    try:
+        for b in batches:
+            producer.send(b)
+        return producer.count
+    finally:
+        producer.close()
+
+
+class KafkaBatchWriter(DataSourceArrowWriter):
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        ctx = TaskContext.get()
+        return KafkaCommitMessage(_write_all(self.opts, iterator,
+                                             ctx.partitionId() if ctx else 0))
+
+
+# -- streaming: markers ------------------------------------------------------------
+def read_markers(client: KafkaClient, topic: str) -> dict[str, int]:
+    """The latest value of every marker key (the marker topic is small)."""
+    out: dict[str, int] = {}
+    for p in client.partitions_for(topic):
+        tp = (topic, p)
+        offset, end = client.offset_range(tp)
+        while offset < end:
+            r = client.fetch(tp, offset, 1 << 20, max_wait_ms=0)
+            cols = decode_columns(r.records, offset, end)
+            if cols.next_offset <= offset:
+                break
+            offset = cols.next_offset
+            if len(cols):
+                from pybroker.spark.arrow import arrow_schema, to_record_batch
+
+                rb = to_record_batch(cols, topic, p, arrow_schema(False))
+                for k, v in zip(rb.column("key").to_pylist(), rb.column("value").to_pylist(),
+                                strict=True):
+                    if k is not None and v is not None:
+                        out[k.decode()] = json.loads(v)["batch_id"]
+    return out
+
+
+def write_marker(client: KafkaClient, topic: str, key: str, batch_id: int) -> None:
+    value = json.dumps({"batch_id": batch_id, "time_ms": int(time.time() * 1000)}).encode()
+    batch = build_batch([key.encode()], [value], int(time.time() * 1000))
+    client.produce({(topic, 0): [batch]})
+
+
+def ensure_marker_topic(client: KafkaClient, topic: str) -> None:
+    client.create_topic(topic, 1, {"cleanup.policy": "compact"})
+
+
+class KafkaStreamWriter(_StreamBase):  # type: ignore[misc,valid-type]
+    """Streaming sink, idempotent per micro-batch id (see the module doc)."""
+
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
+        with KafkaClient(opts.bootstrap_servers) as client:
+            ensure_marker_topic(client, opts.marker_topic)
+
+    def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
+        ctx = TaskContext.get()
+        task_id = ctx.partitionId() if ctx else 0
+        batch_id = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx else None
+        query_id = ctx.getLocalProperty(QUERY_ID_PROPERTY) if ctx else None
+        batches = iterator if _STREAM_ARROW else _rows_to_batches(iterator)
+        if batch_id is None or query_id is None:
+            return KafkaCommitMessage(_write_all(self.opts, batches, task_id))
+        bid = int(batch_id)
+        task_key = f"{query_id}/{task_id}"
+        with KafkaClient(self.opts.bootstrap_servers) as client:
+            done = read_markers(client, self.opts.marker_topic)
+            if max(done.get(query_id, -1), done.get(task_key, -1)) >= bid:
+                for _ in batches:  # drain: the batch was published before
+                    pass
+                return KafkaCommitMessage(0, skipped=True, query_id=query_id)
+            count = _write_all(self.opts, batches, task_id)
+            write_marker(client, self.opts.marker_topic, task_key, bid)
+        return KafkaCommitMessage(count, query_id=query_id)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        query_ids = {m.query_id for m in messages
+                     if isinstance(m, KafkaCommitMessage) and m.query_id}
+        if not query_ids:
+            return
+        with KafkaClient(self.opts.bootstrap_servers) as client:
+            for q in query_ids:
+                write_marker(client, self.opts.marker_topic, q, batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        pass
+
+
+def _rows_to_batches(rows: Iterator[Any]) -> Iterator[pa.RecordBatch]:
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        d = row.asDict(recursive=True)
+        for k in ("key", "value"):
+            if isinstance(d.get(k), str):
+                d[k] = d[k].encode()
+            elif isinstance(d.get(k), bytearray):
+                d[k] = bytes(d[k])
+        chunk.append(d)
+        if len(chunk) >= 4096:
+            yield pa.RecordBatch.from_pylist(chunk)
+            chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_pylist(chunk)

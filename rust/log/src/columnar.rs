@@ -1,0 +1,372 @@
+//! Decoding record batches into columns (Arrow layout), for readers that
+//! hand records to a columnar engine (the Spark data source).
+//!
+//! Input: a run of whole v2 batches as a Fetch response carries them (it may
+//! end in a partial batch, which is ignored, and may start with a batch that
+//! holds offsets before the one asked for). Every codec of `codec.rs` is
+//! handled; control batches are skipped; records outside `[start, end)` are
+//! dropped; the CRC of each batch is checked (like a consumer's check.crcs).
+//!
+//! Output buffers follow the Arrow columnar format so Python can wrap them
+//! without copying (`pyarrow.foreign_buffer` + `Array.from_buffers`):
+//!
+//! ```text
+//! key, value       binary: offsets i32[n+1], data u8[], validity bitmap (LSB first)
+//! offset           i64[n]
+//! timestamp        i64[n] microseconds since the epoch (Spark's timestamp unit)
+//! timestamp_type   i32[n] 0 CreateTime, 1 LogAppendTime
+//! headers          list offsets i32[n+1] over header entries; entry key
+//!                  (string, never null) and value (binary, nullable)
+//! ```
+//!
+//! Limits: decoding stops before a batch that would push either binary data
+//! buffer past [`COLUMN_BYTES_MAX`] (i32 offsets) or the row count past
+//! `max_rows`; `next_offset` then tells the caller where to continue. This
+//! module does no I/O.
+
+use crate::batch::{self, HEADER_SIZE};
+use crate::codec::{self, get_varlong};
+use crate::error::{LogError, Result};
+
+/// Bound on one binary column's data buffer (Arrow i32 offsets).
+pub const COLUMN_BYTES_MAX: usize = 1 << 30;
+
+/// A nullable binary column in Arrow layout.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct BinaryColumn {
+    pub offsets: Vec<i32>,
+    pub data: Vec<u8>,
+    /// Validity bitmap, bit i set when row i is not null (LSB first).
+    pub validity: Vec<u8>,
+    pub null_count: usize,
+}
+
+impl BinaryColumn {
+    fn new() -> BinaryColumn {
+        BinaryColumn {
+            offsets: vec![0],
+            ..BinaryColumn::default()
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    fn push(&mut self, v: Option<&[u8]>) {
+        let i = self.len();
+        if i % 8 == 0 {
+            self.validity.push(0);
+        }
+        match v {
+            Some(b) => {
+                self.data.extend_from_slice(b);
+                self.validity[i / 8] |= 1 << (i % 8);
+            }
+            None => self.null_count += 1,
+        }
+        self.offsets.push(self.data.len() as i32);
+    }
+
+    /// The value of row `i` (tests and small callers).
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        if self.validity[i / 8] & (1 << (i % 8)) == 0 {
+            return None;
+        }
+        Some(&self.data[self.offsets[i] as usize..self.offsets[i + 1] as usize])
+    }
+}
+
+/// Record headers: a list per row of (key, value) entries.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct HeaderColumns {
+    /// Entry offsets per row, i32[n+1].
+    pub list_offsets: Vec<i32>,
+    pub keys: BinaryColumn,
+    pub values: BinaryColumn,
+}
+
+/// The decoded rows of a run of batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordColumns {
+    pub keys: BinaryColumn,
+    pub values: BinaryColumn,
+    pub offsets: Vec<i64>,
+    pub timestamps_us: Vec<i64>,
+    pub timestamp_types: Vec<i32>,
+    pub headers: Option<HeaderColumns>,
+    /// Where to continue: the offset after the last batch consumed (control
+    /// and filtered batches included), or `start` when none was.
+    pub next_offset: i64,
+}
+
+impl RecordColumns {
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+}
+
+fn bytes_field<'a>(b: &'a [u8], pos: &mut usize) -> Result<Option<&'a [u8]>> {
+    let n = get_varlong(b, pos)?;
+    if n < 0 {
+        return Ok(None);
+    }
+    let end = pos
+        .checked_add(n as usize)
+        .filter(|e| *e <= b.len())
+        .ok_or_else(|| LogError::Corrupt("truncated record field".into()))?;
+    let s = &b[*pos..end];
+    *pos = end;
+    Ok(Some(s))
+}
+
+/// Decodes the records of the whole batches in `buf` with offsets in
+/// `[start, end)`. See the module doc.
+pub fn decode_columns(
+    buf: &[u8],
+    start: i64,
+    end: i64,
+    include_headers: bool,
+    max_rows: usize,
+) -> Result<RecordColumns> {
+    let mut out = RecordColumns {
+        keys: BinaryColumn::new(),
+        values: BinaryColumn::new(),
+        offsets: Vec::new(),
+        timestamps_us: Vec::new(),
+        timestamp_types: Vec::new(),
+        headers: include_headers.then(|| HeaderColumns {
+            list_offsets: vec![0],
+            keys: BinaryColumn::new(),
+            values: BinaryColumn::new(),
+        }),
+        next_offset: start,
+    };
+    let mut pos = 0usize;
+    while pos + HEADER_SIZE <= buf.len() && out.next_offset < end {
+        let h = batch::BatchHeader::parse(&buf[pos..]);
+        if h.size() > buf.len() - pos {
+            break; // a partial batch at the end of a fetch response
+        }
+        let whole = &buf[pos..pos + h.size()];
+        let h = batch::check_framing(whole)?;
+        if h.next_offset() <= out.next_offset || h.is_control() {
+            pos += h.size();
+            out.next_offset = out.next_offset.max(h.next_offset());
+            continue;
+        }
+        if batch::compute_crc(whole) != h.crc {
+            return Err(LogError::Corrupt(format!(
+                "crc mismatch in batch at offset {}",
+                h.base_offset
+            )));
+        }
+        let body = &whole[HEADER_SIZE..];
+        let owned;
+        let data: &[u8] = if h.codec() == 0 {
+            body
+        } else {
+            owned = codec::decompress(h.codec(), body, codec::DECOMPRESSED_BYTES_MAX)?;
+            &owned
+        };
+        if !out.is_empty()
+            && (out.len() + h.record_count.max(0) as usize > max_rows
+                || out.keys.data.len() + data.len() > COLUMN_BYTES_MAX
+                || out.values.data.len() + data.len() > COLUMN_BYTES_MAX)
+        {
+            break;
+        }
+        if data.len() > COLUMN_BYTES_MAX {
+            return Err(LogError::Corrupt(format!(
+                "batch at offset {} decompresses to {} bytes",
+                h.base_offset,
+                data.len()
+            )));
+        }
+        decode_batch(&h, data, start, end, &mut out)?;
+        pos += h.size();
+        out.next_offset = out.next_offset.max(h.next_offset());
+    }
+    Ok(out)
+}
+
+fn decode_batch(
+    h: &batch::BatchHeader,
+    data: &[u8],
+    start: i64,
+    end: i64,
+    out: &mut RecordColumns,
+) -> Result<()> {
+    let ts_type = i32::from(h.is_log_append_time());
+    let mut pos = 0usize;
+    for _ in 0..h.record_count {
+        let len = get_varlong(data, &mut pos)?;
+        let rec_end = pos
+            .checked_add(len.max(0) as usize)
+            .filter(|e| len >= 0 && *e <= data.len())
+            .ok_or_else(|| LogError::Corrupt(format!("record length {len}")))?;
+        let r = &data[..rec_end];
+        let mut p = pos + 1; // attributes
+        let ts_delta = get_varlong(r, &mut p)?;
+        let off_delta = get_varlong(r, &mut p)?;
+        let offset = h.base_offset + off_delta;
+        pos = rec_end;
+        if offset < start || offset >= end {
+            continue;
+        }
+        let key = bytes_field(r, &mut p)?;
+        let value = bytes_field(r, &mut p)?;
+        let timestamp = if h.is_log_append_time() {
+            h.max_timestamp
+        } else {
+            h.base_timestamp + ts_delta
+        };
+        if let Some(hc) = out.headers.as_mut() {
+            let count = get_varlong(r, &mut p)?;
+            for _ in 0..count.max(0) {
+                let k = bytes_field(r, &mut p)?.unwrap_or_default();
+                let v = bytes_field(r, &mut p)?;
+                hc.keys.push(Some(k));
+                hc.values.push(v);
+            }
+            hc.list_offsets.push(hc.keys.len() as i32);
+        }
+        out.keys.push(key);
+        out.values.push(value);
+        out.offsets.push(offset);
+        out.timestamps_us.push(timestamp.saturating_mul(1000));
+        out.timestamp_types.push(ts_type);
+    }
+    Ok(())
+}
+
+/// Kafka's default partitioner hash (murmur2, seed 0x9747b28c), as the Java
+/// client computes it for keyed records: `(murmur2(key) & 0x7fffffff) % n`.
+pub fn murmur2(data: &[u8]) -> i32 {
+    const M: u32 = 0x5bd1_e995;
+    let mut h: u32 = 0x9747_b28c ^ data.len() as u32;
+    let mut chunks = data.chunks_exact(4);
+    for c in &mut chunks {
+        let mut k = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        k = k.wrapping_mul(M);
+        k ^= k >> 24;
+        k = k.wrapping_mul(M);
+        h = h.wrapping_mul(M) ^ k;
+    }
+    let rest = chunks.remainder();
+    if rest.len() >= 3 {
+        h ^= u32::from(rest[2]) << 16;
+    }
+    if rest.len() >= 2 {
+        h ^= u32::from(rest[1]) << 8;
+    }
+    if !rest.is_empty() {
+        h ^= u32::from(rest[0]);
+        h = h.wrapping_mul(M);
+    }
+    h ^= h >> 13;
+    h = h.wrapping_mul(M);
+    h ^= h >> 15;
+    h as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::{BatchBuilder, Record};
+    use std::io::Write;
+
+    fn batch(base: i64, n: usize) -> BatchBuilder {
+        let mut b = BatchBuilder::new(base, 1_000);
+        for i in 0..n {
+            let mut r = Record::new(1_000 + i as i64, None, Some(format!("v{i}").as_bytes()));
+            if i % 2 == 0 {
+                r.key = Some(format!("k{i}").into_bytes());
+                r.headers = vec![("h".into(), Some(b"x".to_vec())), ("n".into(), None)];
+            }
+            b.push(r);
+        }
+        b
+    }
+
+    #[test]
+    fn decodes_keys_values_and_headers() {
+        let buf = batch(10, 5).build();
+        let c = decode_columns(&buf, 0, i64::MAX, true, usize::MAX).unwrap();
+        assert_eq!(c.offsets, [10, 11, 12, 13, 14]);
+        assert_eq!(c.timestamps_us[1], 1_001_000);
+        assert_eq!(c.keys.get(0), Some(&b"k0"[..]));
+        assert_eq!(c.keys.get(1), None);
+        assert_eq!(c.keys.null_count, 2);
+        assert_eq!(c.values.get(4), Some(&b"v4"[..]));
+        let h = c.headers.unwrap();
+        assert_eq!(h.list_offsets, [0, 2, 2, 4, 4, 6]);
+        assert_eq!(h.keys.get(1), Some(&b"n"[..]));
+        assert_eq!(h.values.get(1), None);
+        assert_eq!(c.next_offset, 15);
+    }
+
+    #[test]
+    fn filters_range_control_batches_and_partial_tail() {
+        let mut buf = batch(0, 4).build();
+        buf.extend(batch(4, 1).attributes(batch::CONTROL_BIT).build());
+        buf.extend(batch(5, 4).build());
+        let tail = batch(9, 4).build();
+        buf.extend_from_slice(&tail[..tail.len() - 3]);
+        let c = decode_columns(&buf, 2, 7, false, usize::MAX).unwrap();
+        assert_eq!(c.offsets, [2, 3, 5, 6]);
+        assert!(c.headers.is_none());
+        assert_eq!(c.next_offset, 9);
+        let c = decode_columns(&buf, 0, 100, false, 5).unwrap();
+        assert_eq!(c.offsets, [0, 1, 2, 3]);
+        assert_eq!(c.next_offset, 5);
+    }
+
+    #[test]
+    fn every_codec() {
+        let b = batch(0, 3);
+        let raw = b.encode_records();
+        let gz = {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(&raw).unwrap();
+            e.finish().unwrap()
+        };
+        let snappy = snap::raw::Encoder::new().compress_vec(&raw).unwrap();
+        let lz4 = {
+            let mut e = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            e.write_all(&raw).unwrap();
+            e.finish().unwrap()
+        };
+        let zst = zstd::stream::encode_all(&raw[..], 1).unwrap();
+        for (codec, data) in [(1, gz), (2, snappy), (3, lz4), (4, zst)] {
+            let buf = b.build_with_records(&data, codec, 3);
+            let c = decode_columns(&buf, 0, 3, false, usize::MAX).unwrap();
+            assert_eq!(c.values.get(2), Some(&b"v2"[..]), "codec {codec}");
+        }
+    }
+
+    #[test]
+    fn murmur2_matches_kafka() {
+        // Values from Kafka's UtilsTest.testMurmur2.
+        assert_eq!(murmur2(b"21"), -973932308);
+        assert_eq!(murmur2(b"foobar"), -790332482);
+        assert_eq!(murmur2(b"a-little-bit-long-string"), -985981536);
+        assert_eq!(murmur2(b"a-little-bit-longer-string"), -1486304829);
+        assert_eq!(
+            murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8"),
+            -58897971
+        );
+        assert_eq!(murmur2(b"abc"), 479470107);
+    }
+
+    #[test]
+    fn bad_crc_is_corrupt() {
+        let mut buf = batch(0, 2).build();
+        let n = buf.len();
+        buf[n - 1] ^= 1;
+        assert!(decode_columns(&buf, 0, 10, false, usize::MAX).is_err());
+    }
+}
