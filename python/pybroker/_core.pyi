@@ -17,6 +17,14 @@ class RecordTooLargeError(Exception):
 class OffsetOutOfRangeError(Exception):
     """The offset is below the log start or above the log end (Kafka 1)."""
 
+class OutOfOrderSequenceError(Exception):
+    """An idempotent producer's first sequence does not follow its last one,
+    or a new epoch does not start at 0 (Kafka OUT_OF_ORDER_SEQUENCE_NUMBER, 45)."""
+
+class InvalidProducerEpochError(Exception):
+    """An idempotent producer's epoch is older than its last one (Kafka
+    INVALID_PRODUCER_EPOCH, 47)."""
+
 class StorageError(Exception):
     """An I/O error on the log (Kafka KAFKA_STORAGE_ERROR, 56)."""
 
@@ -26,8 +34,12 @@ class AppendResult:
     last_offset: int
     #: the broker time stamped on the batches when log_append_time, else -1
     log_append_time_ms: int
+    #: records / batches written (duplicates excluded)
     record_count: int
     batch_count: int
+    #: batches not written: they repeat one of their producer's last 5 batches.
+    #: base_offset / last_offset then cover their original offsets.
+    duplicate_count: int
 
 @final
 class FileSlice:
@@ -82,7 +94,17 @@ class PartitionLog:
         then append all of them or none. Assigns offsets from log_end_offset,
         writes base offset and leader epoch in place; with log_append_time also
         sets max timestamp to now_ms and recomputes the CRC. Rolls the active
-        segment first when segment_bytes / segment_ms / a full index require."""
+        segment first when segment_bytes / segment_ms / a full index require.
+
+        Batches with a producer id >= 0 are checked against the producer state
+        first (all or none still): a batch repeating one of the producer's last
+        5 (same epoch, same first/last sequence) is skipped and reported with
+        its original offsets (a request of duplicates only writes nothing and
+        returns the original base offset); an older epoch raises
+        InvalidProducerEpochError; a sequence gap, or a new epoch not starting
+        at 0, raises OutOfOrderSequenceError. A producer without state accepts
+        any sequence. The state is persisted in `<offset>.snapshot` files
+        (Kafka's format) on roll and close, and rebuilt on open."""
     def read(
         self, offset: int, max_bytes: int, *, min_one: bool, max_offset: int | None = None
     ) -> FileSlice | None:
@@ -106,6 +128,12 @@ class PartitionLog:
         """Raise log_start_offset (DeleteRecords, retention) and delete segments
         whose offsets all lie below it, never the active one. Returns how many
         were deleted. OffsetOutOfRangeError above log_end_offset."""
+    @property
+    def producer_count(self) -> int:
+        """Producer ids with idempotence state in this partition."""
+    def remove_expired_producers(self, now_ms: int, max_age_ms: int) -> int:
+        """Forget producers whose last write is older than now_ms - max_age_ms
+        (producer.id.expiration.ms); returns how many were forgotten."""
     def segment_infos(self) -> list[tuple[int, int, int]]:
         """(base_offset, size_bytes, max_timestamp) per segment, oldest first."""
     def close(self) -> None:
@@ -115,44 +143,3 @@ class PartitionLog:
 
 def crc32c(data: Buffer) -> int:
     """CRC-32C (Castagnoli) of any contiguous buffer."""
-
-# -- columnar decoding for pybroker.spark (rust/core-py/src/columnar.rs) ----------------
-
-@final
-class RecordColumns:
-    """Rows decoded by decode_columns, in Arrow layout. Immutable; its buffers live
-    as long as the object (wrap them with pyarrow.foreign_buffer(..., base=cols))."""
-
-    def __len__(self) -> int: ...
-    @property
-    def next_offset(self) -> int:
-        """Where to continue: the offset after the last batch consumed."""
-    def buffers(self) -> dict[str, tuple[int, int] | int]:
-        """name -> (address, size in bytes): key_/value_ offsets (i32), data,
-        validity (bitmap); offset (i64), timestamp (i64 microseconds),
-        timestamp_type (i32); with headers: headers_offsets (i32), header_key_*,
-        header_value_*. Plus *_null_count and header_count (ints)."""
-
-def decode_columns(
-    buf: Buffer,
-    start_offset: int,
-    end_offset: int,
-    *,
-    include_headers: bool = False,
-    max_rows: int = 1048576,
-) -> RecordColumns:
-    """Decode the whole v2 batches in `buf` (a Fetch response's records; a trailing
-    partial batch is ignored): every codec, CRC checked, control batches skipped,
-    records outside [start_offset, end_offset) dropped. Stops before a batch that
-    would exceed max_rows. Raises CorruptRecordError."""
-
-def build_batch(
-    keys: list[bytes | None],
-    values: list[bytes | None],
-    timestamp_ms: int,
-    headers: list[list[tuple[str, bytes | None]] | None] | None = None,
-) -> bytes:
-    """One uncompressed v2 record batch (base offset 0, CreateTime timestamp_ms)."""
-
-def key_partitions(keys: list[bytes | None], num_partitions: int) -> list[int]:
-    """Kafka's default partitioner per key: (murmur2(key) & 0x7fffffff) % n; -1 for None."""

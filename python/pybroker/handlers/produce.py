@@ -23,6 +23,8 @@ APPEND_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (_core.CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),
     (_core.InvalidRecordError, ErrorCode.INVALID_RECORD),
     (_core.RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
+    (_core.OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (_core.InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH),
     (_core.StorageError, ErrorCode.KAFKA_STORAGE_ERROR),
 )
 

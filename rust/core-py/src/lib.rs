@@ -5,7 +5,6 @@
 //! [`LogError`] to the Python exceptions declared in `_core.pyi`.
 
 mod buf;
-mod columnar;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -43,6 +42,18 @@ create_exception!(
 );
 create_exception!(
     pybroker._core,
+    OutOfOrderSequenceError,
+    PyException,
+    "An idempotent producer's sequence does not follow its last one (Kafka 45)."
+);
+create_exception!(
+    pybroker._core,
+    InvalidProducerEpochError,
+    PyException,
+    "An idempotent producer's epoch is older than its last one (Kafka 47)."
+);
+create_exception!(
+    pybroker._core,
     StorageError,
     PyException,
     "An I/O error on the log (Kafka KAFKA_STORAGE_ERROR, 56)."
@@ -56,6 +67,8 @@ fn to_py_err(e: LogError) -> PyErr {
         LogError::InvalidRecord(_) => InvalidRecordError::new_err(msg),
         LogError::RecordTooLarge { .. } => RecordTooLargeError::new_err(msg),
         LogError::OffsetOutOfRange { .. } => OffsetOutOfRangeError::new_err(msg),
+        LogError::OutOfOrderSequence(_) => OutOfOrderSequenceError::new_err(msg),
+        LogError::InvalidProducerEpoch(_) => InvalidProducerEpochError::new_err(msg),
         LogError::WouldBlock => PyBlockingIOError::new_err((libc_eagain(), msg)),
         LogError::Closed | LogError::Io(_) => StorageError::new_err(msg),
     }
@@ -89,14 +102,15 @@ struct AppendResult {
     log_append_time_ms: i64,
     record_count: i64,
     batch_count: i64,
+    duplicate_count: i64,
 }
 
 #[pymethods]
 impl AppendResult {
     fn __repr__(&self) -> String {
         format!(
-            "AppendResult(base_offset={}, last_offset={}, log_append_time_ms={}, record_count={}, batch_count={})",
-            self.base_offset, self.last_offset, self.log_append_time_ms, self.record_count, self.batch_count
+            "AppendResult(base_offset={}, last_offset={}, log_append_time_ms={}, record_count={}, batch_count={}, duplicate_count={})",
+            self.base_offset, self.last_offset, self.log_append_time_ms, self.record_count, self.batch_count, self.duplicate_count
         )
     }
 }
@@ -240,6 +254,7 @@ impl PartitionLog {
             log_append_time_ms: info.log_append_time_ms,
             record_count: info.record_count,
             batch_count: info.batch_count,
+            duplicate_count: info.duplicate_count,
         })
     }
 
@@ -289,6 +304,17 @@ impl PartitionLog {
         release(py, || self.lock().advance_log_start_offset(offset))
     }
 
+    /// Forget producers idle for max_age_ms (producer.id.expiration.ms).
+    fn remove_expired_producers(&self, now_ms: i64, max_age_ms: i64) -> usize {
+        self.lock().remove_expired_producers(now_ms, max_age_ms)
+    }
+
+    /// Number of producer ids with state (idempotence) in this partition.
+    #[getter]
+    fn producer_count(&self) -> usize {
+        self.lock().producer_state().producer_count()
+    }
+
     /// (base_offset, size_bytes, max_timestamp) per segment, oldest first.
     fn segment_infos(&self) -> Vec<(i64, u64, i64)> {
         self.lock().segment_infos()
@@ -329,10 +355,17 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<OffsetOutOfRangeError>(),
     )?;
     m.add("StorageError", py.get_type::<StorageError>())?;
+    m.add(
+        "OutOfOrderSequenceError",
+        py.get_type::<OutOfOrderSequenceError>(),
+    )?;
+    m.add(
+        "InvalidProducerEpochError",
+        py.get_type::<InvalidProducerEpochError>(),
+    )?;
     m.add_class::<AppendResult>()?;
     m.add_class::<FileSlice>()?;
     m.add_class::<PartitionLog>()?;
     m.add_function(wrap_pyfunction!(self::crc32c, m)?)?;
-    columnar::register(m)?;
     Ok(())
 }

@@ -27,6 +27,14 @@ pub enum LogError {
     /// The log was closed.
     #[error("the log is closed")]
     Closed,
+    /// An idempotent producer's sequence does not follow its last one
+    /// (OUT_OF_ORDER_SEQUENCE_NUMBER, 45).
+    #[error("out of order sequence: {0}")]
+    OutOfOrderSequence(String),
+    /// An idempotent producer's epoch is older than the one seen last
+    /// (INVALID_PRODUCER_EPOCH, 47).
+    #[error("invalid producer epoch: {0}")]
+    InvalidProducerEpoch(String),
     /// An I/O error on the log files (KAFKA_STORAGE_ERROR, 56).
     #[error(transparent)]
     Io(#[from] io::Error),
@@ -40,6 +48,8 @@ impl LogError {
             LogError::InvalidRecord(_) => 87,
             LogError::RecordTooLarge { .. } => 10,
             LogError::OffsetOutOfRange { .. } => 1,
+            LogError::OutOfOrderSequence(_) => 45,
+            LogError::InvalidProducerEpoch(_) => 47,
             LogError::WouldBlock | LogError::Closed | LogError::Io(_) => 56,
         }
     }
@@ -67,6 +77,14 @@ mod tests {
             end: 1,
         };
         assert_eq!(e.kafka_error_code(), 1);
+        assert_eq!(
+            LogError::OutOfOrderSequence("x".into()).kafka_error_code(),
+            45
+        );
+        assert_eq!(
+            LogError::InvalidProducerEpoch("x".into()).kafka_error_code(),
+            47
+        );
         assert_eq!(LogError::Io(io::Error::other("x")).kafka_error_code(), 56);
     }
 }

@@ -5,11 +5,11 @@
 pub mod batch;
 pub mod builder;
 pub mod codec;
-pub mod columnar;
 pub mod error;
 mod index_file;
 pub mod log;
 pub mod offset_index;
+pub mod producer_state;
 pub mod recovery;
 pub mod segment;
 pub mod sendfile;

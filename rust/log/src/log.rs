@@ -14,6 +14,13 @@
 //! timestamp, when an index is full, or when a relative offset would
 //! overflow an i32 (Kafka's `shouldRoll`).
 //!
+//! Idempotent producers: every append is checked against the producer
+//! state (`producer_state.rs`) before anything is written; duplicates of one
+//! of a producer's last 5 batches are skipped and reported with their
+//! original offsets. The state is snapshotted on roll and close, and rebuilt
+//! on open / truncation from the newest snapshot <= the log end plus a scan
+//! of batch headers after it.
+//!
 //! Crash behaviour: see `segment.rs` (partial appends) and `recovery.rs`.
 
 use std::collections::BTreeMap;
@@ -24,6 +31,7 @@ use std::sync::Arc;
 use crate::batch::{self, HEADER_SIZE};
 use crate::codec::{self, RecordIter, DECOMPRESSED_BYTES_MAX};
 use crate::error::{LogError, Result};
+use crate::producer_state::{PendingUpdate, ProducerStateManager};
 use crate::recovery;
 use crate::segment::{PreparedBatch, Segment};
 
@@ -69,6 +77,9 @@ pub struct AppendInfo {
     pub log_append_time_ms: i64,
     pub record_count: i64,
     pub batch_count: i64,
+    /// Batches not written because they repeat one of their producer's last
+    /// batches; their original offsets are reported in base/last offset.
+    pub duplicate_count: i64,
 }
 
 /// Whole batches of one segment file: bytes [position, position + length).
@@ -101,6 +112,7 @@ pub struct Log {
     closed: bool,
     /// (size_bytes, segment_count) frozen at close, once the files are released.
     closed_stats: (u64, usize),
+    producers: ProducerStateManager,
 }
 
 impl Log {
@@ -123,6 +135,7 @@ impl Log {
             recovery_point: 0,
             closed: false,
             closed_stats: (0, 0),
+            producers: ProducerStateManager::new(dir),
         };
         if log.segments.is_empty() || log.log_end_offset < log.log_start_offset {
             for s in std::mem::take(&mut log.segments).into_values() {
@@ -137,7 +150,46 @@ impl Log {
         log.recovery_point = state
             .recovery_point
             .clamp(log.log_start_offset, log.log_end_offset);
+        log.rebuild_producer_state()?;
         Ok(log)
+    }
+
+    /// Loads the newest producer snapshot <= log end (deleting those above
+    /// it) and replays the batch headers after it.
+    fn rebuild_producer_state(&mut self) -> Result<()> {
+        let first_base = *self.segments.keys().next().expect("a log has a segment");
+        self.producers.reload(self.log_end_offset, first_base)?;
+        let from = self.producers.map_end_offset().max(first_base);
+        let floor = self
+            .segments
+            .range(..=from)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        for seg in self.segments.range(floor..).map(|(_, s)| s) {
+            let Some((mut pos, mut h)) = seg.find_batch(from)? else {
+                continue;
+            };
+            loop {
+                self.producers.apply_from_log(&h);
+                pos += h.size() as u64;
+                match seg.header_at(pos)? {
+                    Some(next) => h = next,
+                    None => break,
+                }
+            }
+        }
+        self.producers.set_map_end_offset(self.log_end_offset);
+        Ok(())
+    }
+
+    /// The producer state (idempotence) of this partition.
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.producers
+    }
+
+    /// Drops producers idle for `max_age_ms` (producer.id.expiration.ms).
+    pub fn remove_expired_producers(&mut self, now_ms: i64, max_age_ms: i64) -> usize {
+        self.producers.remove_expired(now_ms, max_age_ms)
     }
 
     fn add_segment(&mut self, base_offset: i64, now_ms: i64) -> Result<()> {
@@ -202,13 +254,30 @@ impl Log {
     pub fn append(&mut self, records: &[u8], leader_epoch: i32, now_ms: i64) -> Result<AppendInfo> {
         self.check_open()?;
         let refs = batch::validate_batches(records, self.config.max_message_bytes as usize)?;
-        let base_offset = self.log_end_offset;
         let lat = self.config.log_append_time;
-        let mut next = base_offset;
+        let mut next = self.log_end_offset;
         let mut record_count = 0i64;
         let mut max_ts = -1i64;
+        let mut size = 0u64;
+        // (first, last) offsets reported: of the first and the last batch,
+        // written or duplicate.
+        let mut reported: Option<(i64, i64)> = None;
+        let mut duplicate_count = 0i64;
+        let mut duplicate_ts = -1i64;
+        let mut pending = PendingUpdate::default();
         let mut prepared = Vec::with_capacity(refs.len());
         for r in &refs {
+            let batch_ts = if lat { now_ms } else { r.header.max_timestamp };
+            if let Some(dup) =
+                self.producers
+                    .check_append(&mut pending, &r.header, next, batch_ts)?
+            {
+                duplicate_count += 1;
+                duplicate_ts = dup.max_timestamp;
+                let first = reported.map_or(dup.first_offset(), |(f, _)| f);
+                reported = Some((first, dup.last_offset));
+                continue;
+            }
             let raw = &records[r.position..r.position + r.header.size()];
             let mut header = [0u8; HEADER_SIZE];
             header.copy_from_slice(&raw[..HEADER_SIZE]);
@@ -217,26 +286,38 @@ impl Log {
             if lat {
                 batch::set_log_append_time(&mut header, &raw[HEADER_SIZE..], now_ms);
             }
-            max_ts = max_ts.max(if lat { now_ms } else { r.header.max_timestamp });
+            max_ts = max_ts.max(batch_ts);
+            let first = reported.map_or(next, |(f, _)| f);
             next += r.header.last_offset_delta as i64 + 1;
+            reported = Some((first, next - 1));
             record_count += r.header.record_count as i64;
+            size += raw.len() as u64;
             prepared.push(PreparedBatch {
                 header,
                 records: &raw[HEADER_SIZE..],
             });
         }
-        let last_offset = next - 1;
-        if self.should_roll(records.len() as u64, max_ts, last_offset, now_ms) {
-            self.roll_at(now_ms)?;
+        let (base_offset, last_offset) = reported.expect("at least one batch");
+        if !prepared.is_empty() {
+            if self.should_roll(size, max_ts, next - 1, now_ms) {
+                self.roll_at(now_ms)?;
+            }
+            self.active().append(&prepared)?;
+            self.log_end_offset = next;
+            self.producers.commit(pending, next);
         }
-        self.active().append(&prepared)?;
-        self.log_end_offset = next;
+        let log_append_time_ms = match (lat, prepared.is_empty()) {
+            (false, _) => -1,
+            (true, false) => now_ms,
+            (true, true) => duplicate_ts,
+        };
         Ok(AppendInfo {
             base_offset,
             last_offset,
-            log_append_time_ms: if lat { now_ms } else { -1 },
+            log_append_time_ms,
             record_count,
-            batch_count: refs.len() as i64,
+            batch_count: prepared.len() as i64,
+            duplicate_count,
         })
     }
 
@@ -270,6 +351,8 @@ impl Log {
         }
         self.active().deactivate()?;
         let leo = self.log_end_offset;
+        self.producers.set_map_end_offset(leo);
+        self.producers.take_snapshot()?;
         self.add_segment(leo, now_ms)
     }
 
@@ -385,6 +468,8 @@ impl Log {
         }
         self.active().deactivate()?;
         self.flush()?;
+        self.producers.set_map_end_offset(self.log_end_offset);
+        self.producers.take_snapshot()?;
         self.closed_stats = (self.size_bytes(), self.segment_count());
         self.closed = true;
         self.segments.clear();
@@ -408,6 +493,7 @@ impl Log {
             self.log_start_offset = offset;
             self.log_end_offset = offset;
             self.recovery_point = offset;
+            self.producers.reset(offset)?;
             return Ok(());
         }
         let floor = *self
@@ -430,7 +516,7 @@ impl Log {
         recovery::recover_segment(seg)?;
         self.log_end_offset = self.active().next_offset();
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
-        Ok(())
+        self.rebuild_producer_state()
     }
 
     /// Raises the log start offset (DeleteRecords, retention) and deletes the
@@ -456,6 +542,10 @@ impl Log {
                 s.delete_files()?;
                 deleted += 1;
             }
+        }
+        if deleted > 0 {
+            let first_base = *self.segments.keys().next().expect("a log has a segment");
+            self.producers.delete_snapshots_before(first_base)?;
         }
         Ok(deleted)
     }
