@@ -143,3 +143,44 @@ class PartitionLog:
 
 def crc32c(data: Buffer) -> int:
     """CRC-32C (Castagnoli) of any contiguous buffer."""
+
+# -- columnar decoding for pybroker.spark (rust/core-py/src/columnar.rs) ----------------
+
+@final
+class RecordColumns:
+    """Rows decoded by decode_columns, in Arrow layout. Immutable; its buffers live
+    as long as the object (wrap them with pyarrow.foreign_buffer(..., base=cols))."""
+
+    def __len__(self) -> int: ...
+    @property
+    def next_offset(self) -> int:
+        """Where to continue: the offset after the last batch consumed."""
+    def buffers(self) -> dict[str, tuple[int, int] | int]:
+        """name -> (address, size in bytes): key_/value_ offsets (i32), data,
+        validity (bitmap); offset (i64), timestamp (i64 microseconds),
+        timestamp_type (i32); with headers: headers_offsets (i32), header_key_*,
+        header_value_*. Plus *_null_count and header_count (ints)."""
+
+def decode_columns(
+    buf: Buffer,
+    start_offset: int,
+    end_offset: int,
+    *,
+    include_headers: bool = False,
+    max_rows: int = 1048576,
+) -> RecordColumns:
+    """Decode the whole v2 batches in `buf` (a Fetch response's records; a trailing
+    partial batch is ignored): every codec, CRC checked, control batches skipped,
+    records outside [start_offset, end_offset) dropped. Stops before a batch that
+    would exceed max_rows. Raises CorruptRecordError."""
+
+def build_batch(
+    keys: list[bytes | None],
+    values: list[bytes | None],
+    timestamp_ms: int,
+    headers: list[list[tuple[str, bytes | None]] | None] | None = None,
+) -> bytes:
+    """One uncompressed v2 record batch (base offset 0, CreateTime timestamp_ms)."""
+
+def key_partitions(keys: list[bytes | None], num_partitions: int) -> list[int]:
+    """Kafka's default partitioner per key: (murmur2(key) & 0x7fffffff) % n; -1 for None."""

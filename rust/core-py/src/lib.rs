@@ -5,6 +5,7 @@
 //! [`LogError`] to the Python exceptions declared in `_core.pyi`.
 
 mod buf;
+mod columnar;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -367,5 +368,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FileSlice>()?;
     m.add_class::<PartitionLog>()?;
     m.add_function(wrap_pyfunction!(self::crc32c, m)?)?;
+    columnar::register(m)?;
     Ok(())
 }

@@ -5,6 +5,7 @@
 pub mod batch;
 pub mod builder;
 pub mod codec;
+pub mod columnar;
 pub mod error;
 mod index_file;
 pub mod log;
