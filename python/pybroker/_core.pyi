@@ -127,13 +127,27 @@ class PartitionLog:
     def advance_log_start_offset(self, offset: int) -> int:
         """Raise log_start_offset (DeleteRecords, retention) and delete segments
         whose offsets all lie below it, never the active one. Returns how many
-        were deleted. OffsetOutOfRangeError above log_end_offset."""
+        were deleted. OffsetOutOfRangeError above log_end_offset. Deletion is
+        crash-safe: the files are renamed to `*.deleted`, then removed (open
+        handles keep serving fetches in flight); recovery removes leftovers."""
     @property
     def producer_count(self) -> int:
         """Producer ids with idempotence state in this partition."""
     def remove_expired_producers(self, now_ms: int, max_age_ms: int) -> int:
         """Forget producers whose last write is older than now_ms - max_age_ms
         (producer.id.expiration.ms); returns how many were forgotten."""
+    def set_config(
+        self,
+        *,
+        segment_bytes: int,
+        segment_ms: int,
+        index_interval_bytes: int,
+        segment_index_bytes: int,
+        max_message_bytes: int,
+        log_append_time: bool,
+    ) -> None:
+        """Replace the settings of the open log (a topic config change); they
+        apply from the next append / roll."""
     def segment_infos(self) -> list[tuple[int, int, int]]:
         """(base_offset, size_bytes, max_timestamp) per segment, oldest first."""
     def close(self) -> None:
@@ -184,3 +198,10 @@ def build_batch(
 
 def key_partitions(keys: list[bytes | None], num_partitions: int) -> list[int]:
     """Kafka's default partitioner per key: (murmur2(key) & 0x7fffffff) % n; -1 for None."""
+
+def decode_batch(
+    batch: Buffer,
+) -> list[tuple[int, int, int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]]:
+    """The records of one whole v2 batch, decompressed: (offset, timestamp,
+    sequence, key, value, headers) each. For tools, never the request path.
+    CorruptRecordError on bad framing or a bad records section."""

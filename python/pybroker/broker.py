@@ -232,6 +232,7 @@ class Broker:
                     tg.start_soon(self._accept_loop, tg, sock, dispatcher, max_bytes)
                 tg.start_soon(self._watch_signals, tg)
                 tg.start_soon(self._checkpoint_loop)
+                tg.start_soon(self.logs.run_schedulers)
                 if self.config["metrics.port"]:
                     await tg.start(self._serve_metrics)
                 tg.start_soon(self.groups.run)

@@ -11,6 +11,8 @@ import shutil
 import uuid
 from pathlib import Path
 
+import anyio
+
 from pybroker.config import BrokerConfig, TopicConfig, parse_topic_config
 from pybroker.coordination.base import TopicRecord
 from pybroker.log.checkpoint import read_checkpoint, write_checkpoint
@@ -42,6 +44,8 @@ class LogManager:
         self._clean: dict[Path, bool] = {}
         self._recovery_points: dict[Path, dict[tuple[str, int], int]] = {}
         self._log_starts: dict[Path, dict[tuple[str, int], int]] = {}
+        #: fsyncs of logs that are gone (deleted topics), so `flushes` never goes back
+        self._flushes_closed = 0
 
     # --- lifecycle ---
     def startup(self, topics: dict[str, TopicRecord]) -> None:
@@ -69,6 +73,19 @@ class LogManager:
             (directory / CLEAN_SHUTDOWN_FILE).touch()
         self.partitions.clear()
 
+    async def run_schedulers(self) -> None:
+        """The log lifecycle loops (retention, flush, cleaner), until cancelled."""
+        from pybroker.log.flush import flush_loop
+        from pybroker.log.retention import retention_loop
+
+        def partitions() -> list[Partition]:
+            return list(self.partitions.values())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(retention_loop, partitions,
+                          self.config["log.retention.check.interval.ms"])
+            tg.start_soon(flush_loop, partitions, self.config["log.flush.scheduler.interval.ms"])
+
     def write_checkpoints(self) -> None:
         for directory in self.dirs:
             mine = {k: p for k, p in self.partitions.items() if p.directory.parent == directory}
@@ -78,6 +95,11 @@ class LogManager:
                              {k: p.log.log_start_offset for k, p in mine.items()})
             write_checkpoint(directory / REPLICATION_FILE,
                              {k: p.high_watermark for k, p in mine.items()})
+
+    @property
+    def flushes(self) -> int:
+        """fsyncs done by the flush policy since start (pybroker_log_flushes_total)."""
+        return self._flushes_closed + sum(p.flushes for p in self.partitions.values())
 
     # --- partitions ---
     def get(self, topic: str, index: int) -> Partition | None:
@@ -108,11 +130,19 @@ class LogManager:
         self.partitions[key] = partition
         return partition
 
+    def update_topic_config(self, record: TopicRecord) -> None:
+        """Apply the topic's (changed) overrides to its open partitions."""
+        config = topic_config(self.config, record)
+        for (topic, _), partition in self.partitions.items():
+            if topic == record.name:
+                partition.set_config(config)
+
     def delete_topic(self, topic: str) -> None:
         """Close the topic's logs; rename each dir aside first so a crash mid-delete
         leaves nothing that would be loaded again (Kafka's `-delete` suffix)."""
         for key in [k for k in self.partitions if k[0] == topic]:
             partition = self.partitions.pop(key)
+            self._flushes_closed += partition.flushes
             partition.close()
             doomed = partition.directory.with_name(
                 f"{partition.directory.name}.{uuid.uuid4().hex}-delete")

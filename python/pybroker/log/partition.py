@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import anyio
 
 from pybroker._core import AppendResult, FileSlice, PartitionLog
 from pybroker.config import TopicConfig
+
+log = logging.getLogger(__name__)
 
 
 def log_options(config: TopicConfig) -> dict[str, object]:
@@ -50,6 +53,9 @@ class Partition:
             **log_options(config),  # type: ignore[arg-type]
         )
         self._waiters: list[anyio.Event] = []
+        #: fsyncs of this log (flush policy, see log/flush.py) and when the last one was
+        self.flushes = 0
+        self.last_flush_ms = int(time.time() * 1000)
 
     @property
     def high_watermark(self) -> int:
@@ -59,7 +65,23 @@ class Partition:
     def append(self, records: memoryview) -> AppendResult:
         result = self.log.append(records, self.leader_epoch, int(time.time() * 1000))
         self.wake_waiters()
+        if self.log.log_end_offset - self.log.recovery_point >= self.config["flush.messages"]:
+            self.flush()
         return result
+
+    def flush(self) -> None:
+        """fsync the log up to its end; the recovery point moves there."""
+        self.log.flush()
+        self.flushes += 1
+        self.last_flush_ms = int(time.time() * 1000)
+        log.debug("flushed %s-%d up to offset %d (flush #%d)", self.topic, self.index,
+                  self.log.recovery_point, self.flushes)
+
+    def set_config(self, config: TopicConfig) -> None:
+        """Apply a changed topic config: retention/flush read it on their next
+        check; segment and size settings go to the Rust log for the next append."""
+        self.config = config
+        self.log.set_config(**log_options(config))  # type: ignore[arg-type]
 
     def read(self, offset: int, max_bytes: int, min_one: bool) -> FileSlice | None:
         return self.log.read(offset, max_bytes, min_one=min_one, max_offset=self.high_watermark)

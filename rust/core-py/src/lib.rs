@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use buf::BorrowedBuffer;
-use pybroker_log::{LogConfig, LogError, OpenState};
+use pybroker_log::{codec, LogConfig, LogError, OpenState};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyBlockingIOError, PyException, PyValueError};
 use pyo3::prelude::*;
@@ -316,6 +316,30 @@ impl PartitionLog {
         self.lock().producer_state().producer_count()
     }
 
+    /// Replace the settings of the open log (a topic config change).
+    #[pyo3(signature = (
+        *, segment_bytes, segment_ms, index_interval_bytes, segment_index_bytes,
+        max_message_bytes, log_append_time
+    ))]
+    fn set_config(
+        &self,
+        segment_bytes: u64,
+        segment_ms: i64,
+        index_interval_bytes: u64,
+        segment_index_bytes: u64,
+        max_message_bytes: u64,
+        log_append_time: bool,
+    ) {
+        self.lock().set_config(LogConfig {
+            segment_bytes,
+            segment_ms,
+            index_interval_bytes,
+            segment_index_bytes,
+            max_message_bytes,
+            log_append_time,
+        });
+    }
+
     /// (base_offset, size_bytes, max_timestamp) per segment, oldest first.
     fn segment_infos(&self) -> Vec<(i64, u64, i64)> {
         self.lock().segment_infos()
@@ -345,6 +369,105 @@ fn crc32c(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u32> {
     release(py, || Ok(::crc32c::crc32c(bytes)))
 }
 
+/// One decoded record: (offset, timestamp, sequence, key, value, headers).
+type DecodedRecord = (
+    i64,
+    i64,
+    i32,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Vec<(String, Option<Vec<u8>>)>,
+);
+
+/// Reads a varint length then that many bytes (None for length -1).
+fn take_bytes(b: &[u8], pos: &mut usize) -> pybroker_log::Result<Option<Vec<u8>>> {
+    let n = codec::get_varlong(b, pos)?;
+    if n < 0 {
+        return Ok(None);
+    }
+    let end = pos
+        .checked_add(n as usize)
+        .filter(|e| *e <= b.len())
+        .ok_or_else(|| LogError::Corrupt("truncated record field".into()))?;
+    let out = b[*pos..end].to_vec();
+    *pos = end;
+    Ok(Some(out))
+}
+
+/// The records of one whole v2 batch (decompressed), for tools: never on
+/// the request path.
+fn decode_records(batch: &[u8]) -> pybroker_log::Result<Vec<DecodedRecord>> {
+    let (h, data) = codec::batch_records(batch, codec::DECOMPRESSED_BYTES_MAX)?;
+    let mut out = Vec::with_capacity(h.record_count.max(0) as usize);
+    let mut pos = 0usize;
+    for _ in 0..h.record_count {
+        let len = codec::get_varlong(&data, &mut pos)?;
+        let end = pos
+            .checked_add(len.max(0) as usize)
+            .filter(|e| len >= 0 && *e <= data.len())
+            .ok_or_else(|| LogError::Corrupt(format!("record length {len}")))?;
+        let r = &data[..end];
+        let mut p = pos + 1; // attributes
+        let ts_delta = codec::get_varlong(r, &mut p)?;
+        let off_delta = codec::get_varlong(r, &mut p)?;
+        let key = take_bytes(r, &mut p)?;
+        let value = take_bytes(r, &mut p)?;
+        let count = codec::get_varlong(r, &mut p)?;
+        let mut headers = Vec::new();
+        for _ in 0..count.max(0) {
+            let name = take_bytes(r, &mut p)?.unwrap_or_default();
+            let hv = take_bytes(r, &mut p)?;
+            headers.push((String::from_utf8_lossy(&name).into_owned(), hv));
+        }
+        pos = end;
+        let timestamp = if h.is_log_append_time() {
+            h.max_timestamp
+        } else {
+            h.base_timestamp + ts_delta
+        };
+        let sequence = if h.base_sequence < 0 {
+            -1
+        } else {
+            ((h.base_sequence as i64 + off_delta) % (i32::MAX as i64 + 1)) as i32
+        };
+        out.push((
+            h.base_offset + off_delta,
+            timestamp,
+            sequence,
+            key,
+            value,
+            headers,
+        ));
+    }
+    Ok(out)
+}
+
+/// A decoded record as Python sees it (bytes, not lists of ints).
+type PyRecord<'py> = (
+    i64,
+    i64,
+    i32,
+    Option<Bound<'py, PyBytes>>,
+    Option<Bound<'py, PyBytes>>,
+    Vec<(String, Option<Bound<'py, PyBytes>>)>,
+);
+
+/// Decode the records of one whole batch (any codec).
+#[pyfunction]
+fn decode_batch<'py>(py: Python<'py>, batch: &Bound<'py, PyAny>) -> PyResult<Vec<PyRecord<'py>>> {
+    let batch = BorrowedBuffer::get(batch)?;
+    let bytes = batch.as_bytes();
+    let records = release(py, || decode_records(bytes))?;
+    let b = |v: Option<Vec<u8>>| v.map(|v| PyBytes::new(py, &v));
+    Ok(records
+        .into_iter()
+        .map(|(o, t, s, k, v, hs)| {
+            let hs = hs.into_iter().map(|(n, hv)| (n, b(hv))).collect();
+            (o, t, s, b(k), b(v), hs)
+        })
+        .collect())
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -368,6 +491,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<FileSlice>()?;
     m.add_class::<PartitionLog>()?;
     m.add_function(wrap_pyfunction!(self::crc32c, m)?)?;
+    m.add_function(wrap_pyfunction!(self::decode_batch, m)?)?;
     columnar::register(m)?;
     Ok(())
 }

@@ -225,6 +225,11 @@ impl Log {
     pub fn config(&self) -> &LogConfig {
         &self.config
     }
+    /// Replaces the settings (a topic config change). Takes effect on the
+    /// next append (roll checks, size limit) and the next roll (index size).
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
     pub fn log_start_offset(&self) -> i64 {
         self.log_start_offset
     }

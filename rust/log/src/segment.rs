@@ -257,14 +257,31 @@ impl Segment {
         self.time_index.flush()
     }
 
-    /// Removes the three files (the open handles stay valid for readers).
+    /// Deletes the three files crash-safely, as Kafka does: each is first
+    /// renamed to `<name>.deleted` (the `.log` first, so the segment leaves
+    /// the directory listing in one step), then removed. A crash in between
+    /// leaves `.deleted` files that recovery removes; a lone `.index` /
+    /// `.timeindex` without its `.log` is removed by recovery too. Open
+    /// handles stay valid, so a fetch already sending from the file finishes.
     pub fn delete_files(&self) -> Result<()> {
-        for p in [
+        let paths = [
             self.log_path.as_path(),
             self.offset_index.path(),
             self.time_index.path(),
-        ] {
-            match std::fs::remove_file(p) {
+        ];
+        let mut doomed = Vec::with_capacity(paths.len());
+        for p in paths {
+            let mut name = p.as_os_str().to_owned();
+            name.push(".deleted");
+            let target = PathBuf::from(name);
+            match std::fs::rename(p, &target) {
+                Ok(()) => doomed.push(target),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        for p in doomed {
+            match std::fs::remove_file(&p) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
                 _ => {}
             }
@@ -300,6 +317,24 @@ mod tests {
             header,
             records: &raw[HEADER_SIZE..],
         }
+    }
+
+    #[test]
+    fn delete_files_renames_then_removes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Segment::open(dir.path(), 7, 100, 0).unwrap();
+        s.activate(1 << 12).unwrap();
+        let mut b = BatchBuilder::new(0, 1000);
+        b.push(Record::new(1000, None, Some(b"x")));
+        let raw = b.build();
+        s.append(&[prepared(&raw, 7)]).unwrap();
+        let file = s.file().clone();
+        s.delete_files().unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // an open handle still reads the bytes (a fetch in flight finishes)
+        let mut buf = vec![0u8; raw.len()];
+        file.read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(&buf[HEADER_SIZE..], &raw[HEADER_SIZE..]);
     }
 
     #[test]

@@ -1,0 +1,72 @@
+"""Flush policy on a real partition log: flush.messages, flush.ms, counters."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from pybroker.config import BrokerConfig, TopicConfig
+from pybroker.log.flush import flush_pass
+from pybroker.log.partition import Partition
+
+
+def batch(n: int) -> memoryview:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                  producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                  batch_size=1 << 20)
+    for i in range(n):
+        b.append(i, timestamp=1000, key=None, value=b"x", headers=[])
+    return memoryview(bytes(b.build()))
+
+
+def partition(tmp_path: Path, broker: dict[str, str], **overrides: object) -> Partition:
+    return Partition("t", 0, tmp_path / "t-0", TopicConfig(BrokerConfig(broker), overrides),
+                     recovery_point=0, log_start_offset=0, clean_shutdown=False)
+
+
+def test_default_leaves_flushing_to_the_os(tmp_path: Path) -> None:
+    p = partition(tmp_path, {})
+    for _ in range(50):
+        p.append(batch(3))
+    assert p.flushes == 0
+    assert p.log.recovery_point == 0
+    assert flush_pass([p]) == 0  # flush.ms defaults to Long.MAX
+    p.close()
+
+
+def test_flush_messages_fsyncs_once_enough_messages_are_unflushed(tmp_path: Path) -> None:
+    p = partition(tmp_path, {"log.flush.interval.messages": "5"})
+    p.append(batch(3))
+    assert (p.flushes, p.log.recovery_point) == (0, 0)
+    p.append(batch(3))
+    assert (p.flushes, p.log.recovery_point) == (1, 6)
+    p.append(batch(5))
+    assert (p.flushes, p.log.recovery_point) == (2, 11)
+    p.close()
+
+
+def test_topic_flush_messages_overrides_the_broker(tmp_path: Path) -> None:
+    p = partition(tmp_path, {"log.flush.interval.messages": "1000"}, **{"flush.messages": 1})
+    p.append(batch(1))
+    assert p.flushes == 1
+    p.close()
+
+
+def test_flush_ms_flushes_dirty_logs_only(tmp_path: Path) -> None:
+    p = partition(tmp_path, {"log.flush.interval.ms": "0"})
+    assert flush_pass([p]) == 0  # nothing unflushed
+    p.append(batch(4))
+    assert flush_pass([p]) == 1
+    assert p.log.recovery_point == 4 and p.flushes == 1
+    assert flush_pass([p]) == 0
+    p.close()
+
+
+def test_flush_ms_waits_for_its_interval(tmp_path: Path) -> None:
+    p = partition(tmp_path, {"log.flush.interval.ms": "3600000"})
+    p.append(batch(4))
+    assert flush_pass([p]) == 0
+    p.last_flush_ms -= 3600_000
+    assert flush_pass([p]) == 1
+    p.close()
