@@ -92,10 +92,10 @@ def test_roll_by_segment_bytes_names_files_with_20_digits(tmp_path):
         log.append(batch, 0, 0)
     assert log.segment_count == 3
     logs = sorted(f for f in os.listdir(d) if f.endswith(".log"))
-    assert logs == ["%020d.log" % o for o in (0, 4, 8)]
+    assert logs == [f"{o:020d}.log" for o in (0, 4, 8)]
     for base in (0, 4, 8):
-        assert (d / ("%020d.index" % base)).exists()
-        assert (d / ("%020d.timeindex" % base)).exists()
+        assert (d / (f"{base:020d}.index")).exists()
+        assert (d / (f"{base:020d}.timeindex")).exists()
     assert batches(log.read(4, 1 << 20, min_one=False).read())[0][0] == 4
     log.roll()
     assert log.segment_count == 4
@@ -140,7 +140,7 @@ def test_reopen_after_garbage_truncates_it(tmp_path):
     size = log.size_bytes
     log.flush()
     del log
-    seg = d / ("%020d.log" % 0)
+    seg = d / "00000000000000000000.log"
     with open(seg, "ab") as f:
         f.write(b"\x00\x00\x00\x00\x00\x00\x00\x09garbage bytes")
     log = PartitionLog(str(d), clean_shutdown=False)
@@ -150,7 +150,7 @@ def test_reopen_after_garbage_truncates_it(tmp_path):
     log.close()
     log = PartitionLog(str(d), clean_shutdown=True)
     assert log.log_end_offset == 7
-    assert os.path.getsize(d / ("%020d.index" % 0)) % 8 == 0
+    assert os.path.getsize(d / "00000000000000000000.index") % 8 == 0
 
 
 def test_offset_for_timestamp(tmp_path):
