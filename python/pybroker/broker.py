@@ -210,6 +210,20 @@ class Broker:
             checked[key] = value
         return checked
 
+    def alter_topic_configs(self, name: str, configs: dict[str, str | None],
+                            validate_only: bool = False) -> None:
+        """Replace the topic's overrides (AlterConfigs semantics): validated,
+        persisted in the metadata store, applied to the open logs."""
+        if self.topic(name) is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Topic {name} does not exist")
+        checked = self._validate_topic_configs(configs)
+        if validate_only:
+            return
+        record = self.store.set_topic_configs(name, checked)
+        self.logs.update_topic_config(record)
+        log.info("topic %s configs set to %s", name, checked)
+
     def topic_config(self, record: TopicRecord) -> Any:
         return topic_config(self.config, record)
 

@@ -1,0 +1,88 @@
+"""IncrementalAlterConfigs (44): SET / DELETE / APPEND / SUBTRACT single keys.
+
+Starts from a topic's current overrides: SET replaces one value, DELETE drops
+the override (back to the broker default), APPEND / SUBTRACT add or remove
+items of a LIST key (cleanup.policy) starting from its current effective
+value. The result is validated and stored as AlterConfigs does."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pybroker.config import TOPIC_KEYS, ConfigType, format_value, topic_key_type
+from pybroker.errors import ErrorCode, KafkaError
+from pybroker.handlers.alter_configs import (
+    BROKER,
+    TOPIC,
+    check_broker_resource,
+    duplicate_resources,
+    response,
+)
+from pybroker.handlers.registry import handles
+
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+    from pybroker.server.dispatch import Request
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def apply_ops(broker: Broker, topic: str, ops: list[dict[str, Any]]) -> dict[str, str | None]:
+    """The topic's new override set after `ops`."""
+    record = broker.topic(topic)
+    if record is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {topic} does not exist")
+    effective = broker.topic_config(record)
+    configs: dict[str, str | None] = dict(record.configs)
+    for op in ops:
+        name, kind, value = op["name"], op["config_operation"], op["value"]
+        if kind == SET:
+            if value is None:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 f"Null value not supported for : {name}")
+            configs[name] = value
+        elif kind == DELETE:
+            configs.pop(name, None)
+        elif kind in (APPEND, SUBTRACT):
+            if name not in TOPIC_KEYS or topic_key_type(name) is not ConfigType.LIST:
+                verb = "append" if kind == APPEND else "subtract"
+                raise KafkaError(ErrorCode.INVALID_CONFIG,
+                                 f"Config value {verb} is not allowed for config key: {name}")
+            current = format_value(TOPIC_KEYS[name], effective[name]) or ""
+            items = [i for i in current.split(",") if i]
+            given = [i.strip() for i in (value or "").split(",") if i.strip()]
+            if kind == APPEND:
+                items += [i for i in given if i not in items]
+            else:
+                items = [i for i in items if i not in given]
+            configs[name] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {kind}")
+    return configs
+
+
+@handles(44, (0, 0))
+async def handle_incremental_alter_configs(broker: Broker, request: Request) -> dict[str, Any]:
+    body = request.body
+    validate_only = bool(body["validate_only"])
+    dups = duplicate_resources(body["resources"])
+    responses = []
+    for resource in body["resources"]:
+        kind, name = resource["resource_type"], resource["resource_name"]
+        ops = resource["configs"]
+        try:
+            if (kind, name) in dups:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "Error due to duplicate config resources")
+            if len({op["name"] for op in ops}) != len(ops):
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+            if kind == TOPIC:
+                broker.alter_topic_configs(name, apply_ops(broker, name, ops), validate_only)
+            elif kind == BROKER:
+                check_broker_resource(broker, name, [op["name"] for op in ops])
+            else:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}")
+            responses.append(response(resource))
+        except KafkaError as exc:
+            responses.append(response(resource, int(exc.code), exc.message))
+    return {"throttle_time_ms": 0, "responses": responses}
