@@ -662,8 +662,9 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             if not group.is_(S.EMPTY):
                 continue
+            # Kafka counts retention from when the group became empty
             expired = [k for k, e in group.offsets.items()
-                       if e.commit_timestamp_ms + retention <= now]
+                       if max(e.commit_timestamp_ms, group.state_timestamp_ms) + retention <= now]
             records: list[rec.Record] = [(rec.offset_key(group.group_id, t, p), None)
                                          for t, p in expired]
             dead = len(expired) == len(group.offsets)
