@@ -42,6 +42,18 @@ class AppendResult:
     duplicate_count: int
 
 @final
+class CleanStats:
+    """What one PartitionLog.clean did."""
+
+    bytes_read: int
+    bytes_written: int
+    records_removed: int
+    #: input segments replaced by cleaned ones
+    segments_cleaned: int
+    #: the new cleaner checkpoint (cleaner-offset-checkpoint): next clean starts here
+    first_dirty_offset: int
+
+@final
 class FileSlice:
     """Whole batches of one segment file: [position, position+length)."""
 
@@ -130,6 +142,35 @@ class PartitionLog:
         were deleted. OffsetOutOfRangeError above log_end_offset. Deletion is
         crash-safe: the files are renamed to `*.deleted`, then removed (open
         handles keep serving fetches in flight); recovery removes leftovers."""
+    def clean(
+        self,
+        first_dirty_offset: int,
+        *,
+        now_ms: int | None = None,
+        delete_retention_ms: int = 86400000,
+        min_compaction_lag_ms: int = 0,
+        max_bytes_per_second: float = 0.0,
+        offset_map_bytes: int = 134217728,
+    ) -> CleanStats:
+        """Compact the log as Kafka's cleaner does (cleanup.policy=compact).
+
+        Dirty range: [max(first_dirty_offset, log_start_offset), end) where end
+        is the active segment's base, or the base of the first segment holding
+        a record newer than now - min_compaction_lag_ms (segment max timestamp).
+        A key -> latest offset map of the dirty range (at most
+        offset_map_bytes / 32 keys; the range stops early at a segment boundary
+        when full) decides which records of every segment below end are kept:
+        the newest per key; keyless records are dropped; a tombstone (null
+        value) is dropped once its batch's max timestamp is older than
+        now - delete_retention_ms. Offsets never change; a batch keeps its base
+        offset, lastOffsetDelta, producer fields and codec (recompressed).
+        Control batches and each producer's last batch are kept whole. Segments
+        are rewritten in groups fitting segment_bytes and swapped atomically
+        (.cleaned -> .swap -> .log); crash-safe at every step. The log lock is
+        not held while reading/writing, so appends continue; at most one clean
+        per log at a time. max_bytes_per_second > 0 throttles the I/O (sleeps
+        with the GIL released). Returns the stats; first_dirty_offset is the
+        new checkpoint."""
     @property
     def producer_count(self) -> int:
         """Producer ids with idempotence state in this partition."""

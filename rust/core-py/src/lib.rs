@@ -11,6 +11,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use buf::BorrowedBuffer;
+use pybroker_log::cleaner::{self, CleanConfig};
 use pybroker_log::{codec, LogConfig, LogError, OpenState};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyBlockingIOError, PyException, PyValueError};
@@ -112,6 +113,26 @@ impl AppendResult {
         format!(
             "AppendResult(base_offset={}, last_offset={}, log_append_time_ms={}, record_count={}, batch_count={}, duplicate_count={})",
             self.base_offset, self.last_offset, self.log_append_time_ms, self.record_count, self.batch_count, self.duplicate_count
+        )
+    }
+}
+
+/// What one compaction did (see PartitionLog.clean).
+#[pyclass(frozen, get_all, module = "pybroker._core")]
+struct CleanStats {
+    bytes_read: u64,
+    bytes_written: u64,
+    records_removed: u64,
+    segments_cleaned: u64,
+    first_dirty_offset: i64,
+}
+
+#[pymethods]
+impl CleanStats {
+    fn __repr__(&self) -> String {
+        format!(
+            "CleanStats(bytes_read={}, bytes_written={}, records_removed={}, segments_cleaned={}, first_dirty_offset={})",
+            self.bytes_read, self.bytes_written, self.records_removed, self.segments_cleaned, self.first_dirty_offset
         )
     }
 }
@@ -305,6 +326,55 @@ impl PartitionLog {
         release(py, || self.lock().advance_log_start_offset(offset))
     }
 
+    /// Compact the log (keep the newest record per key); the log lock is
+    /// released while segments are read and rewritten.
+    #[pyo3(signature = (
+        first_dirty_offset, *, now_ms=None, delete_retention_ms=86400000,
+        min_compaction_lag_ms=0, max_bytes_per_second=0.0, offset_map_bytes=134217728
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn clean(
+        &self,
+        py: Python<'_>,
+        first_dirty_offset: i64,
+        now_ms: Option<i64>,
+        delete_retention_ms: i64,
+        min_compaction_lag_ms: i64,
+        max_bytes_per_second: f64,
+        offset_map_bytes: u64,
+    ) -> PyResult<CleanStats> {
+        let config = CleanConfig {
+            now_ms: now_ms.unwrap_or_else(crate::now_ms),
+            delete_retention_ms,
+            min_compaction_lag_ms,
+            max_bytes_per_second,
+            offset_map_bytes,
+        };
+        let s = release(py, || {
+            let plan = {
+                let log = self.lock();
+                match log.plan_clean(first_dirty_offset, config)? {
+                    Some(p) => p,
+                    None => {
+                        return Ok(pybroker_log::cleaner::CleanStats {
+                            first_dirty_offset: first_dirty_offset.max(log.log_start_offset()),
+                            ..Default::default()
+                        })
+                    }
+                }
+            };
+            let out = cleaner::run(plan)?;
+            self.lock().commit_clean(out)
+        })?;
+        Ok(CleanStats {
+            bytes_read: s.bytes_read,
+            bytes_written: s.bytes_written,
+            records_removed: s.records_removed,
+            segments_cleaned: s.segments_cleaned,
+            first_dirty_offset: s.first_dirty_offset,
+        })
+    }
+
     /// Forget producers idle for max_age_ms (producer.id.expiration.ms).
     fn remove_expired_producers(&self, now_ms: i64, max_age_ms: i64) -> usize {
         self.lock().remove_expired_producers(now_ms, max_age_ms)
@@ -488,6 +558,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<InvalidProducerEpochError>(),
     )?;
     m.add_class::<AppendResult>()?;
+    m.add_class::<CleanStats>()?;
     m.add_class::<FileSlice>()?;
     m.add_class::<PartitionLog>()?;
     m.add_function(wrap_pyfunction!(self::crc32c, m)?)?;

@@ -181,6 +181,17 @@ pub fn compute_crc(batch: &[u8]) -> u32 {
 /// Validates the batch at the start of `buf` (which may hold more bytes
 /// after it) and returns its header. See the module doc for the checks.
 pub fn check_batch(buf: &[u8], max_message_bytes: usize) -> Result<BatchHeader> {
+    check(buf, max_message_bytes, true)
+}
+
+/// [`check_batch`] for batches already in the log (recovery): a batch the
+/// cleaner compacted keeps its lastOffsetDelta while records were removed,
+/// so only `lastOffsetDelta >= recordCount - 1` is required.
+pub fn check_stored_batch(buf: &[u8]) -> Result<BatchHeader> {
+    check(buf, usize::MAX, false)
+}
+
+fn check(buf: &[u8], max_message_bytes: usize, strict: bool) -> Result<BatchHeader> {
     let h = check_framing(buf)?;
     let size = h.size();
     if size > max_message_bytes {
@@ -202,7 +213,12 @@ pub fn check_batch(buf: &[u8], max_message_bytes: usize) -> Result<BatchHeader> 
             h.record_count
         )));
     }
-    if h.last_offset_delta != h.record_count - 1 {
+    let bad_delta = if strict {
+        h.last_offset_delta != h.record_count - 1
+    } else {
+        h.last_offset_delta < h.record_count - 1
+    };
+    if bad_delta {
         return Err(LogError::InvalidRecord(format!(
             "last offset delta {} with {} records",
             h.last_offset_delta, h.record_count

@@ -4,6 +4,7 @@
 
 pub mod batch;
 pub mod builder;
+pub mod cleaner;
 pub mod codec;
 pub mod columnar;
 pub mod error;

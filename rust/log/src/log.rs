@@ -103,16 +103,16 @@ impl FileSlice {
 /// The partition log.
 #[derive(Debug)]
 pub struct Log {
-    dir: PathBuf,
-    config: LogConfig,
-    segments: BTreeMap<i64, Segment>,
-    log_start_offset: i64,
-    log_end_offset: i64,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: LogConfig,
+    pub(crate) segments: BTreeMap<i64, Segment>,
+    pub(crate) log_start_offset: i64,
+    pub(crate) log_end_offset: i64,
     recovery_point: i64,
     closed: bool,
     /// (size_bytes, segment_count) frozen at close, once the files are released.
     closed_stats: (u64, usize),
-    producers: ProducerStateManager,
+    pub(crate) producers: ProducerStateManager,
 }
 
 impl Log {
@@ -211,7 +211,7 @@ impl Log {
             .expect("a log has a segment")
     }
 
-    fn check_open(&self) -> Result<()> {
+    pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed {
             Err(LogError::Closed)
         } else {

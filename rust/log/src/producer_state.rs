@@ -199,6 +199,9 @@ impl ProducerStateManager {
     pub fn entry(&self, producer_id: i64) -> Option<&ProducerEntry> {
         self.producers.get(&producer_id)
     }
+    pub fn entries(&self) -> impl Iterator<Item = &ProducerEntry> {
+        self.producers.values()
+    }
     pub fn producer_count(&self) -> usize {
         self.producers.len()
     }

@@ -138,7 +138,7 @@ pub fn recover_segment(seg: &mut Segment) -> Result<bool> {
         // truncated below; only this process writes the partition directory.
         let map = unsafe { Mmap::map(&**seg.file())? };
         while (pos as usize) < map.len() {
-            let h = match batch::check_batch(&map[pos as usize..], usize::MAX) {
+            let h = match batch::check_stored_batch(&map[pos as usize..]) {
                 Ok(h) => h,
                 Err(LogError::Io(e)) => return Err(LogError::Io(e)),
                 Err(_) => break,
