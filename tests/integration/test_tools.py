@@ -171,3 +171,27 @@ def test_producer_perf_test_throttles_and_reports_windows(broker: Broker,
     assert total, lines[-1]
     # 600 records at 400/s take about 1.5 s
     assert float(total.group(2)) < 600
+
+
+def test_group_consumers(broker: Broker, topic_name: str) -> None:
+    topics(broker, "--create", "--topic", topic_name, "--partitions", "2")
+    tool("console-producer", "--bootstrap-server", broker.bootstrap, "--topic", topic_name,
+         stdin="".join(f"line {i}\n" for i in range(30)))
+    group = f"{topic_name}-g"
+    first = tool("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic",
+                 topic_name, "--group", group, "--from-beginning", "--max-messages", "30",
+                 "--timeout-ms", "20000")
+    assert sorted(first.stdout.splitlines()) == sorted(f"line {i}" for i in range(30))
+    assert "Processed a total of 30 messages" in first.stderr
+    # the group committed its position: nothing is left for it
+    again = tool("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic",
+                 topic_name, "--group", group, "--from-beginning", "--timeout-ms", "3000")
+    assert again.stdout == ""
+
+    perf = tool("consumer-perf-test", "--bootstrap-server", broker.bootstrap, "--topic",
+                topic_name, "--messages", "30", "--group", f"{group}-perf", "--hide-header")
+    row, = perf.stdout.splitlines()
+    m = CONSUMER_ROW.match(row)
+    assert m, row
+    assert int(m.group(5)) == 30
+    assert int(m.group(7)) > 0  # time spent joining the group
