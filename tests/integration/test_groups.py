@@ -26,8 +26,9 @@ FAST = {"group.initial.rebalance.delay.ms": 0}
 
 
 def fill(b: Broker, topic: str, partitions: int = PARTITIONS,
-         per_partition: int = PER_PARTITION) -> None:
-    create_topic(b.bootstrap, topic, partitions)
+         per_partition: int = PER_PARTITION, create: bool = True) -> None:
+    if create:
+        create_topic(b.bootstrap, topic, partitions)
     records = [{"value": f"{p}-{i}".encode(), "partition": p}
                for i in range(per_partition) for p in range(partitions)]
     assert_delivered(produce_all(producer(b.bootstrap), topic, records))
@@ -52,14 +53,18 @@ def close_all(members: list[GroupMember]) -> None:
 def test_members_split_partitions_and_take_over_on_close(
         broker_factory: BrokerFactory, topic_name: str) -> None:
     b = broker_factory(FAST)
-    fill(b, topic_name)
+    create_topic(b.bootstrap, topic_name, PARTITIONS)
     group = group_name()
     a, c = GroupMember(b.bootstrap, group, [topic_name]), GroupMember(b.bootstrap, group,
                                                                       [topic_name])
     members = [a, c]
     try:
-        poll_until(members, lambda: split_evenly([a, c], PARTITIONS)
-                   and consumed_all([a, c], PARTITIONS * PER_PARTITION), what="two-way split")
+        # produce once the split is settled: nothing is committed, so records read before
+        # a rebalance would be read again by the partition's next owner (at least once)
+        poll_until(members, lambda: split_evenly([a, c], PARTITIONS), what="two-way split")
+        fill(b, topic_name, create=False)
+        poll_until(members, lambda: consumed_all([a, c], PARTITIONS * PER_PARTITION),
+                   what="reading the split topic")
         assert not a.assignment & c.assignment
         seen = [(p, o) for m in members for p, o, _ in m.messages]
         assert len(seen) == len(set(seen)) == PARTITIONS * PER_PARTITION
