@@ -20,6 +20,12 @@ log = logging.getLogger(__name__)
 READ_CHUNK = 65536
 #: a larger request buffer is freed after use rather than kept for the next request
 LARGE_BUFFER_KEEP_BYTES = 8 * 1024 * 1024
+#: at most this many responses wait in the queue before it is flushed
+OUT_QUEUE_MAX = 64
+#: file slices up to this size are read and sent with the response header in one sendmsg
+SMALL_SLICE_BYTES = 16384
+#: iovecs per sendmsg (Linux IOV_MAX is 1024)
+IOV_MAX = 1024
 
 
 class ConnectionClosed(Exception):
@@ -46,6 +52,9 @@ class Connection:
         self._start = 0
         self._end = 0
         self._big: bytearray | None = None
+        # responses waiting to be sent, in order (see write)
+        self._out: list[object] = []
+        self._out_count = 0
 
     # --- reading ---
     async def _fill(self) -> None:
@@ -62,7 +71,7 @@ class Connection:
                 n = self.sock.recv_into(view)
                 break
             except BlockingIOError:
-                await anyio.wait_readable(self.sock)
+                await self._wait_readable()
             except (ConnectionResetError, BrokenPipeError) as exc:
                 raise ConnectionClosed() from exc
         if n == 0:
@@ -102,7 +111,7 @@ class Connection:
             try:
                 n = self.sock.recv_into(rest)
             except BlockingIOError:
-                await anyio.wait_readable(self.sock)
+                await self._wait_readable()
                 continue
             except (ConnectionResetError, BrokenPipeError) as exc:
                 raise ConnectionClosed() from exc
@@ -111,25 +120,64 @@ class Connection:
             rest = rest[n:]
         return frame
 
-    # --- writing ---
-    async def write(self, parts: Sequence[object]) -> None:
-        """Write a response given as bytes pieces and file slices (sent by sendfile)."""
-        for part in parts:
-            if isinstance(part, (bytes, bytearray, memoryview)):
-                await self._send_bytes(memoryview(part))
-            else:
-                await self._send_slice(part)
+    async def _wait_readable(self) -> None:
+        """Nothing more to read now: send what is queued, then wait for the client."""
+        if self._out:
+            await self.flush()
+        await anyio.wait_readable(self.sock)
 
-    async def _send_bytes(self, view: memoryview) -> None:
-        while view:
+    # --- writing ---
+    async def write(self, parts: Sequence[object], *, flush: bool = True) -> None:
+        """Queue a response (bytes pieces and file slices); send it now if `flush`.
+
+        Queued responses go out together, in order, when the connection next has
+        nothing to read (or the queue grows past its bound): a client that
+        pipelines produce requests gets its acks in one sendmsg instead of one
+        send each."""
+        self._out.extend(parts)
+        self._out_count += 1
+        if flush or self._out_count >= OUT_QUEUE_MAX:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Send every queued part: bytes and small file slices in one sendmsg,
+        large file slices by sendfile(2)."""
+        out, self._out, self._out_count = self._out, [], 0
+        iov: list[memoryview] = []
+        for part in out:
+            if isinstance(part, (bytes, bytearray, memoryview)):
+                iov.append(memoryview(part))
+            elif part.length <= SMALL_SLICE_BYTES:  # type: ignore[attr-defined]
+                # one pread + the shared sendmsg beats a sendfile syscall of its own
+                iov.append(memoryview(part.read()))  # type: ignore[attr-defined]
+            else:
+                if iov:
+                    await self._send_buffers(iov)
+                    iov = []
+                await self._send_slice(part)
+        if iov:
+            await self._send_buffers(iov)
+
+    async def _send_buffers(self, views: list[memoryview]) -> None:
+        first = 0
+        while first < len(views):
             try:
-                n = self.sock.send(view)
+                n = self.sock.sendmsg(views[first : first + IOV_MAX])
             except BlockingIOError:
                 await anyio.wait_writable(self.sock)
                 continue
             except (ConnectionResetError, BrokenPipeError) as exc:
                 raise ConnectionClosed() from exc
-            view = view[n:]
+            while n:
+                size = len(views[first])
+                if n >= size:
+                    n -= size
+                    first += 1
+                else:
+                    views[first] = views[first][n:]
+                    n = 0
+            while first < len(views) and not len(views[first]):
+                first += 1
 
     async def _send_slice(self, file_slice: object) -> None:
         length: int = file_slice.length  # type: ignore[attr-defined]
@@ -165,10 +213,23 @@ async def serve_connection(
             frame = await conn.read_frame()
             if not await handle_frame(conn, frame):
                 break
+        await conn.flush()
     except ConnectionClosed:
-        pass
+        # the peer may have closed only its sending side: it still gets its answers
+        with anyio.move_on_after(1):
+            await _flush_quietly(conn)
     except FrameTooLarge as exc:
         log.warning("closing %s: request size %s outside [0, %d]", conn.peer, exc.args[0],
                     conn.max_request_bytes)
+        with anyio.move_on_after(1):
+            await _flush_quietly(conn)
     finally:
         conn.close()
+
+
+async def _flush_quietly(conn: Connection) -> None:
+    """Answer what was already handled before dropping a connection for bad input."""
+    try:
+        await conn.flush()
+    except (ConnectionClosed, OSError):
+        pass

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
+PRODUCE_KEY = 0
 
 
 @dataclasses.dataclass
@@ -67,6 +68,11 @@ class Dispatcher:
             log.warning("closing %s: API %d v%d not supported", conn.peer, header.api_key,
                         header.api_version)
             return False
+        # only produce acks are held back to be sent together; anything else (a fetch
+        # may long-poll) first lets earlier answers go
+        coalesce = header.api_key == PRODUCE_KEY
+        if not coalesce:
+            await conn.flush()
         request = Request(header, body, conn, time.monotonic())
         try:
             response = await spec.fn(self.broker, request)
@@ -76,7 +82,8 @@ class Dispatcher:
             return False
         if response is not None:
             await conn.write(protocol.encode_response(
-                header.api_key, header.api_version, header.correlation_id, response))
+                header.api_key, header.api_version, header.correlation_id, response),
+                flush=not coalesce)
         self.metrics.observe_request(header.api_key, time.monotonic() - request.received_ms)
         return True
 

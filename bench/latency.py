@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""End-to-end latency at a fixed produce rate: pybroker against a peer, same client, same run.
+
+A confluent-kafka producer sends records at a fixed rate (default 20,000/s of 1 KiB) to a
+one-partition topic; a consumer in a second thread, assigned at the log end, reads them back.
+Each record carries its send time (monotonic ns), so latency = receive time - send time, which
+covers the producer's batching, the produce request, the broker append, the consumer's long
+poll being woken and the fetch response. Sides run one after the other, `--repeat` times,
+interleaved; the table shows p50 / p99 / p99.9 / max of every record of every run per side.
+
+Producer: acks=1, linger.ms=0 by default (a latency test; `--linger-ms 5` matches the
+throughput settings). Consumer: fetch.wait.max.ms=500, fetch.min.bytes=1 (librdkafka defaults),
+so a broker that does not wake long polls on append shows it here.
+
+Examples:
+    python bench/latency.py --peer tansu
+    python bench/latency.py --rate 20000 --seconds 10 --peer 127.0.0.1:9092
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import struct
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from throughput import BrokerRun, create_topic, machine_info, parse_side  # noqa: E402
+
+try:
+    from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+except ImportError as exc:  # pragma: no cover - guidance only
+    sys.exit(f"missing dependency ({exc}); run: pip install '.[bench]'")
+
+STAMP = struct.Struct(">q")
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    index = min(len(sorted_values) - 1, max(0, round(q / 100 * len(sorted_values)) - 1))
+    return sorted_values[index]
+
+
+def measure(bootstrap: str, rate: int, seconds: float, size: int, linger_ms: int) -> list[float]:
+    """Latencies in ms of every record sent at `rate`/s for `seconds`."""
+    topic = f"latency-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 1, 30.0)
+    total = int(rate * seconds)
+    latencies: list[float] = []
+    ready = threading.Event()
+    done = threading.Event()
+
+    def consume() -> None:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
+                             "enable.auto.commit": False, "log_level": 0})
+        consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
+        # the first poll makes the assignment effective before the producer starts
+        consumer.poll(0.5)
+        ready.set()
+        deadline = time.monotonic() + seconds + 30
+        while len(latencies) < total and time.monotonic() < deadline:
+            # poll, not consume(n): consume waits for n records and would add its own delay
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                sent = STAMP.unpack_from(msg.value())[0]
+                latencies.append((time.monotonic_ns() - sent) / 1e6)
+        consumer.close()
+        done.set()
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    ready.wait(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": linger_ms,
+                         "batch.size": 1000000, "log_level": 0})
+    padding = b"x" * (size - STAMP.size)
+    tick = 0.001  # pace in 1 ms slices: rate/1000 records per slice
+    per_tick = rate * tick
+    start = time.monotonic()
+    sent = 0
+    while sent < total:
+        due = min(total, int((time.monotonic() - start) / tick * per_tick) + 1)
+        while sent < due:
+            producer.produce(topic, STAMP.pack(time.monotonic_ns()) + padding)
+            sent += 1
+        producer.poll(0)
+        next_slice = start + (sent / per_tick) * tick
+        pause = next_slice - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+    producer.flush(30)
+    done.wait(seconds + 30)
+    return latencies
+
+
+def summarize(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {
+        "records": len(ordered),
+        "p50_ms": percentile(ordered, 50),
+        "p99_ms": percentile(ordered, 99),
+        "p99.9_ms": percentile(ordered, 99.9),
+        "max_ms": ordered[-1] if ordered else float("nan"),
+        "mean_ms": statistics.fmean(ordered) if ordered else float("nan"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", default="pybroker", help="pybroker, tansu or HOST:PORT")
+    ap.add_argument("--peer", default="tansu", help="pybroker, tansu, HOST:PORT or none")
+    ap.add_argument("--rate", type=int, default=20000, help="records per second")
+    ap.add_argument("--seconds", type=float, default=10.0, help="seconds of load per run")
+    ap.add_argument("--size", type=int, default=1024, help="record size in bytes")
+    ap.add_argument("--linger-ms", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--json", type=Path, help="write the results as JSON here")
+    args = ap.parse_args(argv)
+
+    sides = [parse_side(args.target, None, None, None)]
+    if args.peer != "none":
+        sides.append(parse_side(args.peer, None, None, None))
+    collected: dict[str, list[float]] = {s.label: [] for s in sides}
+    for rep in range(args.repeat):
+        for side in sides:
+            with BrokerRun(side, 60.0, None) as run:
+                values = measure(run.bootstrap, args.rate, args.seconds, args.size,
+                                 args.linger_ms)
+            got = summarize(values)
+            print(f"[{side.label}] rep {rep + 1}: {got['records']} records, "
+                  f"p50 {got['p50_ms']:.2f} ms, p99 {got['p99_ms']:.2f} ms, "
+                  f"p99.9 {got['p99.9_ms']:.2f} ms", flush=True)
+            collected[side.label].extend(values)
+
+    summary = {label: summarize(values) for label, values in collected.items()}
+    print(f"\nend-to-end latency, {args.rate:,} records/s of {args.size} B, "
+          f"linger.ms={args.linger_ms}, {args.seconds:g} s x {args.repeat}")
+    labels = list(summary)
+    print(f"  {'':12}" + "".join(f"{label:>18}" for label in labels))
+    for key in ("records", "p50_ms", "p99_ms", "p99.9_ms", "max_ms", "mean_ms"):
+        row = "".join(f"{summary[label][key]:>18,.2f}" for label in labels)
+        print(f"  {key:12}{row}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({
+            "benchmark": "latency",
+            "command": "bench/latency.py " + " ".join(argv or sys.argv[1:]),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "machine": machine_info(),
+            "settings": vars(args) | {"json": str(args.json)},
+            "summary": summary,
+        }, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
