@@ -134,6 +134,8 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _k("log.cleaner.io.max.bytes.per.second", T.DOUBLE, 1.7976931348623157e308,
        "Cleaner I/O throttle."),
     _k("log.cleaner.backoff.ms", T.LONG, 15000, "Sleep when there is nothing to clean."),
+    _k("log.cleaner.dedupe.buffer.size", T.LONG, 134217728,
+       "Memory of the cleaner's key -> offset map.", minimum=1024),
     # --- replication (cluster mode) ---
     _k("min.insync.replicas", T.INT, 1, "Replicas that must ack an acks=all produce.",
        topic_name="min.insync.replicas", minimum=1),

@@ -16,6 +16,7 @@ import anyio
 from pybroker.config import BrokerConfig, TopicConfig, parse_topic_config
 from pybroker.coordination.base import TopicRecord
 from pybroker.log.checkpoint import read_checkpoint, write_checkpoint
+from pybroker.log.cleaner import Cleaner
 from pybroker.log.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,8 @@ class LogManager:
         self._log_starts: dict[Path, dict[tuple[str, int], int]] = {}
         #: fsyncs of logs that are gone (deleted topics), so `flushes` never goes back
         self._flushes_closed = 0
+        #: the compaction scheduler, once run_schedulers started it
+        self.cleaner: Cleaner | None = None
 
     # --- lifecycle ---
     def startup(self, topics: dict[str, TopicRecord]) -> None:
@@ -74,17 +77,22 @@ class LogManager:
         self.partitions.clear()
 
     async def run_schedulers(self) -> None:
-        """The log lifecycle loops (retention, flush, cleaner), until cancelled."""
+        """The log lifecycle loops (retention, flush, cleaner), until cancelled.
+        Retention and the cleaner take turns (one lock), as Kafka pauses
+        cleaning while it deletes segments of a log."""
         from pybroker.log.flush import flush_loop
         from pybroker.log.retention import retention_loop
 
         def partitions() -> list[Partition]:
             return list(self.partitions.values())
 
+        lock = anyio.Lock()
+        self.cleaner = Cleaner(self.config, self.dirs)
         async with anyio.create_task_group() as tg:
             tg.start_soon(retention_loop, partitions,
-                          self.config["log.retention.check.interval.ms"])
+                          self.config["log.retention.check.interval.ms"], lock)
             tg.start_soon(flush_loop, partitions, self.config["log.flush.scheduler.interval.ms"])
+            tg.start_soon(self.cleaner.run, partitions, lock)
 
     def write_checkpoints(self) -> None:
         for directory in self.dirs:

@@ -128,9 +128,12 @@ def retention_pass(partitions: Iterable[Partition]) -> int:
     return deleted
 
 
-async def retention_loop(partitions: Callable[[], Iterable[Partition]], interval_ms: int) -> None:
+async def retention_loop(partitions: Callable[[], Iterable[Partition]], interval_ms: int,
+                         lock: anyio.Lock | None = None) -> None:
     """Every interval_ms, apply retention in a worker thread (file deletion
-    must not stall the event loop)."""
+    must not stall the event loop); `lock` keeps it apart from the cleaner."""
+    lock = lock or anyio.Lock()
     while True:
         await anyio.sleep(interval_ms / 1000)
-        await anyio.to_thread.run_sync(retention_pass, list(partitions()))
+        async with lock:
+            await anyio.to_thread.run_sync(retention_pass, list(partitions()))
