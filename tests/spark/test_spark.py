@@ -161,6 +161,14 @@ def test_writer_round_trip_batch_and_streaming_replay(spark: SparkSession, broke
         if r.key is not None:
             assert parts.setdefault(r.key, r.partition) == r.partition
 
+    # batch writes with queryId + batchId (foreachBatch): a repeated batch id is a no-op
+    once = f"{topic_name}-once"
+    for batch_id in (0, 0, 1):
+        df.limit(10).write.format("pybroker").mode("append") \
+            .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", once) \
+            .option("queryId", "q-" + topic_name).option("batchId", str(batch_id)).save()
+    assert reader(spark, broker.bootstrap, subscribe=once).count() == 20
+
     # streaming: src -> dst with explicit partition and topic columns
     checkpoint = tmp_path / "ckpt"
 

@@ -26,6 +26,11 @@ restarts from the same checkpoint) and B comes from the task's local property
 acknowledged its records and before its own marker: its records of that batch are
 published again (at-least-once for that task), as with any non-transactional
 Kafka producer.
+
+Spark lets Python streaming sinks run in the ``append`` output mode only. For
+``update``/``complete`` (running aggregates), write each micro-batch from
+``foreachBatch`` with the batch writer and the options ``queryId`` (any stable name)
+and ``batchId`` (the micro-batch id): the same markers make it idempotent per batch.
 """
 
 from __future__ import annotations
@@ -69,6 +74,8 @@ class SinkOptions:
     topic: str | None
     marker_topic: str
     columns: tuple[str, ...]
+    query_id: str | None = None
+    batch_id: int | None = None
 
     @staticmethod
     def parse(options: Any, schema: StructType) -> SinkOptions:
@@ -81,8 +88,12 @@ class SinkOptions:
         topic = options.get("topic")
         if topic is None and "topic" not in columns:
             raise ValueError("topic option required when no 'topic' attribute is present")
+        query_id, batch_id = options.get("queryId"), options.get("batchId")
+        if (query_id is None) != (batch_id is None):
+            raise ValueError("options 'queryId' and 'batchId' go together")
         return SinkOptions(bootstrap, topic,
-                           options.get("sinkCommitTopic") or MARKER_TOPIC_DEFAULT, columns)
+                           options.get("sinkCommitTopic") or MARKER_TOPIC_DEFAULT, columns,
+                           query_id, None if batch_id is None else int(batch_id))
 
 
 @dataclass
@@ -171,14 +182,6 @@ def _write_all(opts: SinkOptions, batches: Iterable[pa.RecordBatch], task_id: in
         producer.close()
 
 
-class KafkaBatchWriter(DataSourceArrowWriter):
-    def __init__(self, opts: SinkOptions) -> None:
-        self.opts = opts
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        ctx = TaskContext.get()
-        return KafkaCommitMessage(_write_all(self.opts, iterator,
-                                             ctx.partitionId() if ctx else 0))
 
 
 # -- streaming: markers ------------------------------------------------------------
@@ -215,6 +218,53 @@ def ensure_marker_topic(client: KafkaClient, topic: str) -> None:
     client.create_topic(topic, 1, {"cleanup.policy": "compact"})
 
 
+def _write_once(opts: SinkOptions, batches: Iterable[pa.RecordBatch], task_id: int,
+                query_id: str, batch_id: int) -> KafkaCommitMessage:
+    """Publish one task's rows of batch ``batch_id`` unless markers say they were."""
+    task_key = f"{query_id}/{task_id}"
+    with KafkaClient(opts.bootstrap_servers) as client:
+        done = read_markers(client, opts.marker_topic)
+        if max(done.get(query_id, -1), done.get(task_key, -1)) >= batch_id:
+            for _ in batches:  # drain: the batch was published before
+                pass
+            return KafkaCommitMessage(0, skipped=True, query_id=query_id)
+        count = _write_all(opts, batches, task_id)
+        write_marker(client, opts.marker_topic, task_key, batch_id)
+    return KafkaCommitMessage(count, query_id=query_id)
+
+
+def _commit_markers(opts: SinkOptions, messages: list[WriterCommitMessage | None],
+                    batch_id: int) -> None:
+    query_ids = {m.query_id for m in messages
+                 if isinstance(m, KafkaCommitMessage) and m.query_id}
+    if not query_ids:
+        return
+    with KafkaClient(opts.bootstrap_servers) as client:
+        for q in query_ids:
+            write_marker(client, opts.marker_topic, q, batch_id)
+
+
+class KafkaBatchWriter(DataSourceArrowWriter):
+    """Batch writes; with options ``queryId`` + ``batchId`` (e.g. inside
+    ``foreachBatch``) idempotent per batch id like the streaming sink."""
+
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
+        if opts.query_id is not None:
+            with KafkaClient(opts.bootstrap_servers) as client:
+                ensure_marker_topic(client, opts.marker_topic)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        ctx = TaskContext.get()
+        task_id = ctx.partitionId() if ctx else 0
+        if self.opts.query_id is None or self.opts.batch_id is None:
+            return KafkaCommitMessage(_write_all(self.opts, iterator, task_id))
+        return _write_once(self.opts, iterator, task_id, self.opts.query_id,
+                           self.opts.batch_id)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.opts.batch_id is not None:
+            _commit_markers(self.opts, messages, self.opts.batch_id)
 class KafkaStreamWriter(_StreamBase):  # type: ignore[misc,valid-type]
     """Streaming sink, idempotent per micro-batch id (see the module doc)."""
 
@@ -231,26 +281,10 @@ class KafkaStreamWriter(_StreamBase):  # type: ignore[misc,valid-type]
         batches = iterator if _STREAM_ARROW else _rows_to_batches(iterator)
         if batch_id is None or query_id is None:
             return KafkaCommitMessage(_write_all(self.opts, batches, task_id))
-        bid = int(batch_id)
-        task_key = f"{query_id}/{task_id}"
-        with KafkaClient(self.opts.bootstrap_servers) as client:
-            done = read_markers(client, self.opts.marker_topic)
-            if max(done.get(query_id, -1), done.get(task_key, -1)) >= bid:
-                for _ in batches:  # drain: the batch was published before
-                    pass
-                return KafkaCommitMessage(0, skipped=True, query_id=query_id)
-            count = _write_all(self.opts, batches, task_id)
-            write_marker(client, self.opts.marker_topic, task_key, bid)
-        return KafkaCommitMessage(count, query_id=query_id)
+        return _write_once(self.opts, batches, task_id, query_id, int(batch_id))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        query_ids = {m.query_id for m in messages
-                     if isinstance(m, KafkaCommitMessage) and m.query_id}
-        if not query_ids:
-            return
-        with KafkaClient(self.opts.bootstrap_servers) as client:
-            for q in query_ids:
-                write_marker(client, self.opts.marker_topic, q, batchId)
+        _commit_markers(self.opts, messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass
