@@ -94,3 +94,24 @@ def test_metrics_endpoint_is_off_by_default(broker_factory: BrokerFactory) -> No
     broker_factory()
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+
+
+def test_consumer_group_lag_from_committed_offsets(broker_factory: BrokerFactory) -> None:
+    port = free_port()
+    b = broker_factory(metrics_port=port)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("lag", num_partitions=1, replication_factor=1)])[
+        "lag"].result(10)
+    producer = Producer({"bootstrap.servers": b.bootstrap})
+    for _ in range(10):
+        producer.produce("lag", value=b"x", partition=0)
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "lagging",
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition("lag", 0, 4)], asynchronous=False)
+    finally:
+        consumer.close()
+    got = scrape(port)
+    assert got[("pybroker_consumer_group_lag",
+                (("group", "lagging"), ("partition", "0"), ("topic", "lag")))] == 6

@@ -111,11 +111,29 @@ def render(metrics: BrokerMetrics, broker: Broker | None = None) -> str:
     if broker is not None:
         _broker_gauges(out, broker)
 
+    rows = metrics.lag_rows() + (group_lag_rows(broker) if broker is not None else [])
     out.family("pybroker_consumer_group_lag", "gauge",
-               "Log end offset minus committed offset, per group and partition.",
+               "High watermark minus committed offset, per group and partition.",
                [((("group", g), ("topic", t), ("partition", str(p))), lag)
-                for g, t, p, lag in sorted(metrics.lag_rows())])
+                for g, t, p, lag in sorted(rows)])
     return out.text()
+
+
+def group_lag_rows(broker: Broker) -> list[tuple[str, str, int, int]]:
+    """(group, topic, partition, lag) from the group coordinator's committed offsets,
+    for partitions this broker hosts (none when the broker has no coordinator)."""
+    coordinator = getattr(broker, "groups", None)
+    groups = getattr(coordinator, "groups", None)
+    if not isinstance(groups, dict):
+        return []
+    rows = []
+    for group_id, group in groups.items():
+        for (topic, index), entry in getattr(group, "offsets", {}).items():
+            partition = broker.logs.partitions.get((topic, index))
+            if partition is not None and entry.offset >= 0:
+                rows.append((group_id, topic, index,
+                             max(0, partition.high_watermark - entry.offset)))
+    return rows
 
 
 def _broker_gauges(out: Exposition, broker: Broker) -> None:
@@ -126,6 +144,9 @@ def _broker_gauges(out: Exposition, broker: Broker) -> None:
                "Partitions whose ISR is smaller than their replica set.", [((), under)])
     out.family("pybroker_partitions", "gauge", "Partition replicas hosted by this broker.",
                [((), len(broker.logs.partitions))])
+    out.family("pybroker_log_flushes_total", "counter",
+               "fsyncs of partition logs by the flush policy (flush.messages, flush.ms).",
+               [((), broker.logs.flushes)])
     logs = sorted(broker.logs.partitions.items())
     size, segments, end = [], [], []
     for (topic, index), partition in logs:

@@ -68,8 +68,11 @@ class Stats:
 
     def __init__(self, num_records: int, out: TextIO,
                  clock: Callable[[], float] = time.monotonic,
-                 reporting_interval_ms: int = REPORTING_INTERVAL_MS) -> None:
+                 reporting_interval_ms: int = REPORTING_INTERVAL_MS,
+                 before_print: Callable[[], None] | None = None) -> None:
         self.clock = clock
+        #: called before a line is printed (clears a progress line on the terminal)
+        self.before_print = before_print
         self.out = out
         self.start = self.window_start = clock()
         self.reporting_interval_s = reporting_interval_ms / 1000
@@ -107,6 +110,8 @@ class Stats:
         recs = 1000.0 * self.window_count / elapsed_ms
         mb = 1000.0 * self.window_bytes / elapsed_ms / (1024.0 * 1024.0)
         avg = self.window_total_latency / self.window_count if self.window_count else 0.0
+        if self.before_print is not None:
+            self.before_print()
         self.out.write(f"{self.window_count} records sent, {recs:.1f} records/sec "
                        f"({mb:.2f} MB/sec), {avg:.1f} ms avg latency, "
                        f"{float(self.window_max_latency):.1f} ms max latency.\n")
@@ -176,9 +181,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def produce_all(producer: Any, args: argparse.Namespace, items: list[bytes]) -> int:
-    stats = Stats(args.num_records, sys.stdout,
-                  reporting_interval_ms=args.reporting_interval)
     progress = Progress()
+    stats = Stats(args.num_records, sys.stdout,
+                  reporting_interval_ms=args.reporting_interval, before_print=progress.clear)
     throttler = Throttler(args.throughput, stats.start)
     errors = 0
     first_error: list[str] = []
