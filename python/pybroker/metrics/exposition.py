@@ -146,7 +146,7 @@ def _broker_gauges(out: Exposition, broker: Broker) -> None:
                [((), len(broker.logs.partitions))])
     out.family("pybroker_log_flushes_total", "counter",
                "fsyncs of partition logs by the flush policy (flush.messages, flush.ms).",
-               [((), broker.logs.flushes)])
+               [((), getattr(broker.logs, "flushes", 0))])
     logs = sorted(broker.logs.partitions.items())
     size, segments, end = [], [], []
     for (topic, index), partition in logs:
