@@ -76,7 +76,9 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _k("socket.receive.buffer.bytes", T.INT, 102400, "SO_RCVBUF of client sockets (-1: OS)."),
     _k("connections.max.idle.ms", T.LONG, 600000, "Idle connections are closed after this."),
     _k("zookeeper.connect", T.STRING, None, "ZooKeeper connect string; enables cluster mode."),
-    _k("metrics.port", T.INT, 0, "Port of the Prometheus endpoint; 0 disables it."),
+    _k("metrics.port", T.INT, 0,
+       "Port of the Prometheus endpoint (http://<first listener host>:<port>/metrics); "
+       "0 disables it.", minimum=0),
     # --- topics ---
     _k("log.dirs", T.LIST, None, "Directories holding partition logs (default log.dir)."),
     _k("log.dir", T.STRING, "./pybroker-data", "Log directory used when log.dirs is unset."),
