@@ -160,10 +160,17 @@ def test_kill_during_retention_loses_and_duplicates_nothing(broker_factory: Brok
         time.sleep(0.05)
     b.kill()
     b.start()
+    # retention may still have segments to delete after the restart: let it settle
     low, high = watermarks(b.bootstrap, topic_name)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        time.sleep(0.6)
+        settled = watermarks(b.bootstrap, topic_name)
+        if settled == (low, high):
+            break
+        low, high = settled
     assert high == 200 and low > 0
     assert_contiguous(b.bootstrap, topic_name, {i: values[i] for i in range(low, high)})
-    wait_low_watermark(b.bootstrap, topic_name, low)
 
 
 def test_segment_ms_rolls_on_append_only(broker_factory: BrokerFactory, topic_name: str) -> None:
@@ -193,6 +200,6 @@ def test_retention_survives_restart(broker_factory: BrokerFactory, topic_name: s
     c = consumer(b.bootstrap)
     try:
         lo, hi = c.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=10)
-        assert (lo, hi) == (low2, high2)
+        assert lo >= low2 and hi == high2  # retention may go on after the restart
     finally:
         c.close()
