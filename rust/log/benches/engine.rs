@@ -58,7 +58,8 @@ fn append(c: &mut Criterion) {
                 let round = (iters - done).min(256);
                 let start = Instant::now();
                 for _ in 0..round {
-                    log.append(black_box(&one), 0, 1_700_000_000_000).expect("append");
+                    log.append(black_box(&one), 0, 1_700_000_000_000)
+                        .expect("append");
                 }
                 spent += start.elapsed();
                 done += round;
