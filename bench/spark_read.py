@@ -20,6 +20,8 @@ import tempfile
 import time
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Python workers run this interpreter (the one pybroker is installed in)
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def free_port() -> int:

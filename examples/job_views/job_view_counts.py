@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -78,6 +79,8 @@ def start(spark: SparkSession, bootstrap: str, work_dir: Path, available_now: bo
 
 def session() -> SparkSession:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers run this interpreter (the one pybroker is installed in)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (SparkSession.builder.master("local[2]").appName("job-view-counts")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")

@@ -213,8 +213,9 @@ class RecordColumns:
     def buffers(self) -> dict[str, tuple[int, int] | int]:
         """name -> (address, size in bytes): key_/value_ offsets (i32), data,
         validity (bitmap); offset (i64), timestamp (i64 microseconds),
-        timestamp_type (i32); with headers: headers_offsets (i32), header_key_*,
-        header_value_*. Plus *_null_count and header_count (ints)."""
+        timestamp_type (i32); with headers: headers_offsets (i32), headers_validity
+        (null = no headers), header_key_*, header_value_*. Plus *_null_count and
+        header_count (ints)."""
 
 def decode_columns(
     buf: Buffer,

@@ -10,6 +10,8 @@ import os
 import sys
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Python workers run this interpreter (the one pybroker is installed in)
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from pyspark.sql import SparkSession  # noqa: E402
 

@@ -24,6 +24,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Python workers run this interpreter (the one pybroker is installed in)
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from pyspark.sql import SparkSession  # noqa: E402
 
@@ -94,7 +96,8 @@ def test_batch_read_every_codec_equals_what_was_produced(spark: SparkSession, br
     assert df.rdd.getNumPartitions() == 9
     assert len(rows) == 1000
     got = {(r.key, r.value, r.partition,
-            tuple((h.key, h.value) for h in r.headers)) for r in rows}
+            tuple((h.key, h.value) for h in r.headers or ())) for r in rows}
+    assert {r.headers is None for r in rows} == {True, False}
     assert got == expected
     assert {r.topic for r in rows} == {topic_name}
     assert {r.timestampType for r in rows} == {0}

@@ -64,7 +64,9 @@ def to_record_batch(cols: RecordColumns, topic: str, partition: int,
              binary("header_value", pa.binary(), count)],
             fields=list(HEADER_TYPE),
         )
+        nulls = b["headers_null_count"]
         arrays.append(pa.ListArray.from_buffers(
-            pa.list_(HEADER_TYPE), n, [None, buf("headers_offsets")], null_count=0,
-            children=[entries]))
+            pa.list_(HEADER_TYPE), n,
+            [buf("headers_validity") if nulls else None, buf("headers_offsets")],
+            null_count=nulls, children=[entries]))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -53,6 +53,8 @@ impl RecordColumns {
         d.set_item("timestamp_type", addr(&c.timestamp_types))?;
         if let Some(h) = &c.headers {
             d.set_item("headers_offsets", addr(&h.list_offsets))?;
+            d.set_item("headers_validity", addr(&h.validity))?;
+            d.set_item("headers_null_count", h.null_count)?;
             add_binary(&d, "header_key", &h.keys)?;
             add_binary(&d, "header_value", &h.values)?;
             d.set_item("header_count", h.keys.offsets.len() - 1)?;

@@ -77,11 +77,15 @@ impl BinaryColumn {
     }
 }
 
-/// Record headers: a list per row of (key, value) entries.
+/// Record headers: a list per row of (key, value) entries; null (like Spark's
+/// Kafka source) for a record without headers.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct HeaderColumns {
     /// Entry offsets per row, i32[n+1].
     pub list_offsets: Vec<i32>,
+    /// Validity bitmap of the lists (bit clear: no headers).
+    pub validity: Vec<u8>,
+    pub null_count: usize,
     pub keys: BinaryColumn,
     pub values: BinaryColumn,
 }
@@ -142,6 +146,7 @@ pub fn decode_columns(
             list_offsets: vec![0],
             keys: BinaryColumn::new(),
             values: BinaryColumn::new(),
+            ..HeaderColumns::default()
         }),
         next_offset: start,
     };
@@ -226,6 +231,15 @@ fn decode_batch(
         };
         if let Some(hc) = out.headers.as_mut() {
             let count = get_varlong(r, &mut p)?;
+            let row = hc.list_offsets.len() - 1;
+            if row % 8 == 0 {
+                hc.validity.push(0);
+            }
+            if count > 0 {
+                hc.validity[row / 8] |= 1 << (row % 8);
+            } else {
+                hc.null_count += 1;
+            }
             for _ in 0..count.max(0) {
                 let k = bytes_field(r, &mut p)?.unwrap_or_default();
                 let v = bytes_field(r, &mut p)?;
@@ -304,6 +318,7 @@ mod tests {
         assert_eq!(c.values.get(4), Some(&b"v4"[..]));
         let h = c.headers.unwrap();
         assert_eq!(h.list_offsets, [0, 2, 2, 4, 4, 6]);
+        assert_eq!((h.validity.clone(), h.null_count), (vec![0b10101], 2));
         assert_eq!(h.keys.get(1), Some(&b"n"[..]));
         assert_eq!(h.values.get(1), None);
         assert_eq!(c.next_offset, 15);
