@@ -55,7 +55,7 @@ impl BinaryColumn {
 
     fn push(&mut self, v: Option<&[u8]>) {
         let i = self.len();
-        if i % 8 == 0 {
+        if i.is_multiple_of(8) {
             self.validity.push(0);
         }
         match v {
@@ -232,7 +232,7 @@ fn decode_batch(
         if let Some(hc) = out.headers.as_mut() {
             let count = get_varlong(r, &mut p)?;
             let row = hc.list_offsets.len() - 1;
-            if row % 8 == 0 {
+            if row.is_multiple_of(8) {
                 hc.validity.push(0);
             }
             if count > 0 {
