@@ -118,6 +118,16 @@ def test_batch_read_every_codec_equals_what_was_produced(spark: SparkSession, br
     assert counts == {0: 10, 1: 3, 2: total[2] - 5}
     df = reader(spark, broker.bootstrap, assign=json.dumps({topic_name: [1]}))
     assert df.count() == total[1]
+    # startingTimestamp: ListOffsets by time; after the last record there is none
+    df = reader(spark, broker.bootstrap, subscribe=topic_name, startingTimestamp="0")
+    assert df.count() == 1000
+    future = str(int(time.time() * 1000) + 3_600_000)
+    with pytest.raises(Exception, match="no offset for timestamp"):
+        reader(spark, broker.bootstrap, subscribe=topic_name,
+               startingTimestamp=future).collect()
+    df = reader(spark, broker.bootstrap, subscribe=topic_name, startingTimestamp=future,
+                startingOffsetsByTimestampStrategy="latest")
+    assert df.count() == 0
 
 
 def test_offsets_beyond_log_end_and_fail_on_data_loss(spark: SparkSession, broker: Any,
@@ -139,6 +149,24 @@ def test_offsets_beyond_log_end_and_fail_on_data_loss(spark: SparkSession, broke
                     failOnDataLoss=fail)
         with pytest.raises(Exception, match="after the ending offset"):
             df.collect()
+
+    # streaming from offsets past the log end: the partition's offset "went back"
+    def stream(fail: str, name: str) -> Any:
+        return (spark.readStream.format("pybroker")
+                .option("kafka.bootstrap.servers", broker.bootstrap)
+                .option("subscribe", topic_name).option("startingOffsets", past_end)
+                .option("failOnDataLoss", fail).load()
+                .writeStream.format("memory").queryName(name)
+                .trigger(availableNow=True).start())
+
+    q = stream("true", "loss_fails")
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        q.awaitTermination(120)
+    q = stream("false", "loss_skips")
+    q.awaitTermination(120)
+    assert q.exception() is None
+    # partition 0 (asked from 50, end 10) is skipped; partition 1 started at latest
+    assert spark.sql("SELECT * FROM loss_skips").count() == 0
 
 
 def test_writer_round_trip_batch_and_streaming_replay(spark: SparkSession, broker: Any,

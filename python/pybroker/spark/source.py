@@ -154,7 +154,8 @@ class KafkaBatchReader(DataSourceReader):
         return _ranges(opts, start, end)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaInputPartition)
+        if not isinstance(partition, KafkaInputPartition):
+            return iter(())  # Spark reads one placeholder partition when none was planned
         return read_range(self.opts, partition)
 
 
@@ -226,7 +227,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _ranges(self.opts, begin, until)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaInputPartition)
+        if not isinstance(partition, KafkaInputPartition):
+            return iter(())  # Spark reads one placeholder partition when none was planned
         return read_range(self.opts, partition)
 
     def commit(self, end: OffsetsJson) -> None:
