@@ -267,14 +267,18 @@ def test_streaming_kill9_then_restart_from_checkpoint_exactly_once(broker: Any,
     proc = subprocess.Popen(args + ["continuous"], start_new_session=True, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+        # wait until a micro-batch after the first is planned (its offsets are in the
+        # offset log) but not committed: the kill lands in the middle of that batch
         deadline = time.monotonic() + 150
         while time.monotonic() < deadline and proc.poll() is None:
-            done = len(list((ckpt / "commits").glob("[0-9]*"))) if ckpt.exists() else 0
-            if done >= 1:
+            planned = {p.name for p in (ckpt / "offsets").glob("[0-9]*")} \
+                if (ckpt / "offsets").exists() else set()
+            committed = {p.name for p in (ckpt / "commits").glob("[0-9]*")} \
+                if (ckpt / "commits").exists() else set()
+            if committed and planned - committed:
                 break
-            time.sleep(0.2)
+            time.sleep(0.05)
         assert proc.poll() is None, "streaming job exited early"
-        time.sleep(0.3)  # likely inside a micro-batch now (they take ~1 s on local[2])
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
