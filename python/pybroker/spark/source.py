@@ -166,6 +166,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = opts
         self._client: KafkaClient | None = None
         self._available_now: PartitionOffsets | None = None
+        # the last end offsets handed to Spark: the start of the next batch, for
+        # Spark < 4.2 whose latestOffset() gets no start
+        self._last_end: OffsetsJson | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # executors get a copy for read(): without the driver's open connection
+        return {**self.__dict__, "_client": None}
 
     def client(self) -> KafkaClient:
         if self._client is None:
@@ -180,7 +187,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> OffsetsJson:
         client = self.client()
         tps = self.opts.topic_partitions(client)
-        return to_json(self.opts.resolve(client, tps, starting=True, default=LATEST))
+        self._last_end = to_json(self.opts.resolve(client, tps, starting=True,
+                                                   default=LATEST))
+        return self._last_end
 
     def getDefaultReadLimit(self) -> Any:
         n = self.opts.max_offsets_per_trigger
@@ -194,6 +203,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: OffsetsJson | None = None,
                      limit: Any = None) -> OffsetsJson:
         latest = self._available_now if self._available_now is not None else self._latest()
+        if start is None:
+            start = self._last_end
         if start is None:
             return to_json(latest)
         begin = from_json(start)
@@ -211,10 +222,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = dict(latest)
         if max_rows is not None:
             end = _rate_limit(begin, latest, max_rows)
-        return to_json(end)
+        self._last_end = to_json(end)
+        return self._last_end
 
     def partitions(self, start: OffsetsJson, end: OffsetsJson) -> list[KafkaInputPartition]:
         begin, until = from_json(start), from_json(end)
+        self._last_end = end
         client = self.client()
         for tp in until:
             if tp not in begin:
