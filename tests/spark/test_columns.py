@@ -67,5 +67,9 @@ def test_options_like_spark() -> None:
     with pytest.raises(ValueError, match="exactly one"):
         SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "a",
                              "assign": '{"a": [0]}'})
+    opts = SourceOptions.parse({"kafka.bootstrap.servers": "h:1", "assign": '{"a": [1, 0]}',
+                                "startingOffsetsByTimestamp": '{"a": {"0": 5, "1": 6}}'})
+    assert opts.assign == (("a", 0), ("a", 1))
+    assert opts.starting_by_timestamp is not None
     with pytest.raises(ValueError, match="bootstrap"):
         SourceOptions.parse({"subscribe": "a"})

@@ -14,7 +14,9 @@ partition, offset, timestamp, timestampType, and headers with
 ``includeHeaders=true``) and the same options — ``kafka.bootstrap.servers``,
 ``subscribe`` / ``subscribePattern`` / ``assign``, ``startingOffsets`` /
 ``endingOffsets`` (``earliest``, ``latest`` or JSON ``{"topic":{"0":23,"1":-2}}``),
-``startingTimestamp`` / ``endingTimestamp``, ``startingOffsetsByTimestampStrategy``,
+``startingTimestamp`` / ``endingTimestamp``, ``startingOffsetsByTimestamp`` /
+``endingOffsetsByTimestamp`` (JSON of ms per partition),
+``startingOffsetsByTimestampStrategy``,
 ``maxOffsetsPerTrigger``, ``minPartitions``, ``maxRecordsPerPartition``,
 ``failOnDataLoss``, ``includeHeaders``; writes take ``topic``. Extra options:
 ``fetch.max.bytes`` (bytes per Fetch, 8 MiB), ``rowsPerBatch`` (rows per Arrow batch,

@@ -67,6 +67,8 @@ class SourceOptions:
     ending: str | None
     starting_timestamp: int | None
     ending_timestamp: int | None
+    starting_by_timestamp: str | None
+    ending_by_timestamp: str | None
     timestamp_strategy: str
     max_offsets_per_trigger: int | None
     min_partitions: int | None
@@ -114,6 +116,8 @@ class SourceOptions:
             ending=get("endingOffsets"),
             starting_timestamp=opt_int("startingTimestamp"),
             ending_timestamp=opt_int("endingTimestamp"),
+            starting_by_timestamp=get("startingOffsetsByTimestamp"),
+            ending_by_timestamp=get("endingOffsetsByTimestamp"),
             timestamp_strategy=strategy,
             max_offsets_per_trigger=opt_int("maxOffsetsPerTrigger"),
             min_partitions=opt_int("minPartitions"),
@@ -143,19 +147,21 @@ class SourceOptions:
         options); per-partition -2/-1 are resolved through ListOffsets."""
         spec = self.starting if starting else self.ending
         ts = self.starting_timestamp if starting else self.ending_timestamp
+        by_ts = self.starting_by_timestamp if starting else self.ending_by_timestamp
         out: PartitionOffsets = {}
-        if ts is not None:
+        if ts is not None or by_ts is not None:
+            per_tp = from_json(json.loads(by_ts)) if ts is None and by_ts else {}
             for tp in tps:
-                off = client.list_offset(tp, ts)
-                if off < 0:
-                    if self.timestamp_strategy == "error" or not starting:
-                        off = client.list_offset(tp, LATEST)
-                        if starting:
-                            raise ValueError(
-                                f"no offset for timestamp {ts} in {tp[0]}-{tp[1]} "
-                                "(startingOffsetsByTimestampStrategy=error)")
-                    else:
-                        off = client.list_offset(tp, LATEST)
+                t = ts if ts is not None else per_tp.get(tp)
+                if t is None:
+                    raise ValueError(f"no timestamp for {tp[0]}-{tp[1]} in {by_ts!r}")
+                off = client.list_offset(tp, t)
+                if off < 0:  # no record at or after ts
+                    if starting and self.timestamp_strategy == "error":
+                        raise ValueError(
+                            f"no offset for timestamp {t} in {tp[0]}-{tp[1]} "
+                            "(startingOffsetsByTimestampStrategy=error)")
+                    off = client.list_offset(tp, LATEST)
                 out[tp] = off
             return out
         if spec is None or spec.strip().lower() in ("earliest", "latest"):
