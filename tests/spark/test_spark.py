@@ -48,9 +48,9 @@ def spark() -> Iterator[SparkSession]:
     s.stop()
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int, **config: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+    for fut in admin.create_topics([NewTopic(name, partitions, 1, config=config)]).values():
         fut.result(30)
 
 
@@ -167,6 +167,17 @@ def test_offsets_beyond_log_end_and_fail_on_data_loss(spark: SparkSession, broke
     assert q.exception() is None
     # partition 0 (asked from 50, end 10) is skipped; partition 1 started at latest
     assert spark.sql("SELECT * FROM loss_skips").count() == 0
+
+
+def test_log_append_time_topic_reads_timestamp_type_1(spark: SparkSession, broker: Any,
+                                                      topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, 1,
+                 **{"message.timestamp.type": "LogAppendTime"})
+    produce(broker.bootstrap, topic_name, [{"value": b"x", "partition": 0}],
+            **{"compression.type": "gzip"})
+    (row,) = reader(spark, broker.bootstrap, subscribe=topic_name).collect()
+    assert row.timestampType == 1
+    assert abs(row.timestamp.timestamp() - time.time()) < 600
 
 
 def test_writer_round_trip_batch_and_streaming_replay(spark: SparkSession, broker: Any,
