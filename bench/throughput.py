@@ -137,6 +137,8 @@ class Side:
     address: str | None = None  # for external
     pid: int | None = None  # for external, optional
     pybroker_cmd: str | None = None
+    #: extra `key=value` broker settings for a pybroker side
+    overrides: tuple[str, ...] = ()
 
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {"label": self.label, "kind": self.kind}
@@ -173,6 +175,7 @@ class Side:
                 "serve",
                 "--override", f"listeners=PLAINTEXT://{LOOPBACK}:{port}",
                 "--override", f"log.dirs={data_dir}",
+                *(arg for item in self.overrides for arg in ("--override", item)),
             ]
         raise ValueError(self.kind)
 
