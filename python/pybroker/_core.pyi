@@ -224,11 +224,14 @@ def decode_columns(
     *,
     include_headers: bool = False,
     max_rows: int = 1048576,
+    aborted: list[tuple[int, int]] | None = None,
 ) -> RecordColumns:
     """Decode the whole v2 batches in `buf` (a Fetch response's records; a trailing
     partial batch is ignored): every codec, CRC checked, control batches skipped,
     records outside [start_offset, end_offset) dropped. Stops before a batch that
-    would exceed max_rows. Raises CorruptRecordError."""
+    would exceed max_rows. With `aborted` ((producer_id, first_offset) pairs of a
+    read_committed Fetch response) aborted transactions are dropped too.
+    Raises CorruptRecordError."""
 
 def build_batch(
     keys: list[bytes | None],

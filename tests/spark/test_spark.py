@@ -143,6 +143,10 @@ def test_offsets_beyond_log_end_and_fail_on_data_loss(spark: SparkSession, broke
     df = reader(spark, broker.bootstrap, subscribe=topic_name, endingOffsets=past_end,
                 failOnDataLoss="false")
     assert df.count() == 20
+    # read_committed (Fetch isolation level 1, ListOffsets up to the last stable offset)
+    df = reader(spark, broker.bootstrap, subscribe=topic_name,
+                **{"kafka.isolation.level": "read_committed"})
+    assert df.count() == 20
     # a starting offset after the ending offset fails a batch query either way
     for fail in ("true", "false"):
         df = reader(spark, broker.bootstrap, subscribe=topic_name, startingOffsets=past_end,

@@ -18,7 +18,8 @@ partition, offset, timestamp, timestampType, and headers with
 ``endingOffsetsByTimestamp`` (JSON of ms per partition),
 ``startingOffsetsByTimestampStrategy``,
 ``maxOffsetsPerTrigger``, ``minPartitions``, ``maxRecordsPerPartition``,
-``failOnDataLoss``, ``includeHeaders``; writes take ``topic``. Extra options:
+``failOnDataLoss``, ``includeHeaders``, ``kafka.isolation.level`` (read_committed
+drops aborted transactions, in Rust); writes take ``topic``. Extra options:
 ``fetch.max.bytes`` (bytes per Fetch, 8 MiB), ``rowsPerBatch`` (rows per Arrow batch,
 65536) and ``sinkCommitTopic`` (see ``pybroker.spark.sink``).
 

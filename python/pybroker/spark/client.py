@@ -95,8 +95,16 @@ class _Connection:
 class FetchResult:
     error_code: int
     high_watermark: int
+    last_stable_offset: int
     log_start_offset: int
     records: memoryview | bytes
+    #: (producer_id, first_offset) of aborted transactions (read_committed)
+    aborted: list[tuple[int, int]] | None
+
+    @property
+    def readable_end(self) -> int:
+        """Where reading stops: the last stable offset when the broker gave one."""
+        return self.last_stable_offset if self.last_stable_offset >= 0 else self.high_watermark
 
 
 @dataclass
@@ -105,6 +113,8 @@ class KafkaClient:
 
     bootstrap_servers: str
     client_id: str = "pybroker-spark"
+    #: 0 read_uncommitted (Spark's default), 1 read_committed
+    isolation_level: int = 0
     _brokers: dict[int, tuple[str, int]] = field(default_factory=dict)
     _leaders: dict[TopicPartition, int] = field(default_factory=dict)
     _partitions: dict[str, list[int]] = field(default_factory=dict)
@@ -214,7 +224,7 @@ class KafkaClient:
         has a timestamp >= the one asked for."""
         body = {
             "replica_id": -1,
-            "isolation_level": 0,
+            "isolation_level": self.isolation_level,
             "topics": [{"name": tp[0], "partitions": [
                 {"partition_index": tp[1], "timestamp": timestamp}]}],
         }
@@ -240,7 +250,7 @@ class KafkaClient:
             "max_wait_ms": max_wait_ms,
             "min_bytes": 1,
             "max_bytes": max_bytes,
-            "isolation_level": 0,
+            "isolation_level": self.isolation_level,
             "session_id": 0,
             "session_epoch": -1,
             "topics": [{"topic": tp[0], "partitions": [{
@@ -260,8 +270,12 @@ class KafkaClient:
                 continue
             if code not in (NONE, OFFSET_OUT_OF_RANGE):
                 raise KafkaError(code, f"Fetch {tp[0]}-{tp[1]} at {offset}")
-            return FetchResult(code, p["high_watermark"], p["log_start_offset"],
-                               p["records"] or b"")
+            aborted = p.get("aborted_transactions")
+            return FetchResult(
+                code, p["high_watermark"], p.get("last_stable_offset", -1),
+                p["log_start_offset"], p["records"] or b"",
+                None if not aborted else [(a["producer_id"], a["first_offset"])
+                                          for a in aborted])
         raise KafkaError(code, f"Fetch {tp[0]}-{tp[1]} at {offset}")
 
     # -- produce -------------------------------------------------------------------

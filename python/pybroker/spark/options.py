@@ -77,6 +77,7 @@ class SourceOptions:
     include_headers: bool
     fetch_bytes: int
     rows_per_batch: int
+    isolation_level: int = 0
 
     @staticmethod
     def parse(options: Mapping[str, str]) -> SourceOptions:
@@ -104,6 +105,9 @@ class SourceOptions:
             v = get(name)
             return None if v is None else int(v)
 
+        isolation = (get("kafka.isolation.level") or "read_uncommitted").lower()
+        if isolation not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"kafka.isolation.level {isolation!r}")
         strategy = (get("startingOffsetsByTimestampStrategy") or "error").lower()
         if strategy not in ("error", "latest"):
             raise ValueError(f"startingOffsetsByTimestampStrategy {strategy!r}")
@@ -126,7 +130,12 @@ class SourceOptions:
             include_headers=_bool(get("includeHeaders"), False),
             fetch_bytes=opt_int("fetch.max.bytes") or FETCH_BYTES_DEFAULT,
             rows_per_batch=opt_int("rowsPerBatch") or ROWS_PER_BATCH_DEFAULT,
+            isolation_level=int(isolation == "read_committed"),
         )
+
+    def client(self, client_id: str = "pybroker-spark") -> KafkaClient:
+        return KafkaClient(self.bootstrap_servers, client_id=client_id,
+                           isolation_level=self.isolation_level)
 
     # -- topic partitions ----------------------------------------------------------
     def topic_partitions(self, client: KafkaClient) -> list[TopicPartition]:

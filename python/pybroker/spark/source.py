@@ -87,7 +87,7 @@ def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[pa.Re
     tp = (part.topic, part.partition)
     offset, end = part.start, part.end
     empty = 0
-    with KafkaClient(opts.bootstrap_servers, client_id="pybroker-spark-reader") as client:
+    with opts.client("pybroker-spark-reader") as client:
         while offset < end:
             r = client.fetch(tp, offset, opts.fetch_bytes)
             if r.error_code == OFFSET_OUT_OF_RANGE:
@@ -106,7 +106,7 @@ def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[pa.Re
             while offset < end:
                 cols = decode_columns(r.records, offset, end,
                                       include_headers=opts.include_headers,
-                                      max_rows=opts.rows_per_batch)
+                                      max_rows=opts.rows_per_batch, aborted=r.aborted)
                 if len(cols):
                     yield to_record_batch(cols, tp[0], tp[1], schema)
                 if cols.next_offset <= offset:
@@ -116,15 +116,15 @@ def read_range(opts: SourceOptions, part: KafkaInputPartition) -> Iterator[pa.Re
             if progressed:
                 empty = 0
                 continue
-            if offset >= r.high_watermark:
+            if offset >= r.readable_end:
                 data_loss(opts.fail_on_data_loss,
                           f"Cannot fetch offset {offset} of {tp[0]}-{tp[1]}: records in "
-                          f"[{offset}, {end}) are past the high watermark {r.high_watermark}")
+                          f"[{offset}, {end}) are past the readable end {r.readable_end}")
                 return
             empty += 1
             if empty > EMPTY_FETCH_RETRIES:
                 raise TimeoutError(f"no records at offset {offset} of {tp[0]}-{tp[1]} "
-                                   f"below high watermark {r.high_watermark}")
+                                   f"below {r.readable_end}")
             time.sleep(0.05)
 
 
@@ -141,7 +141,7 @@ class KafkaBatchReader(DataSourceReader):
 
     def partitions(self) -> list[KafkaInputPartition]:
         opts = self.opts
-        with KafkaClient(opts.bootstrap_servers) as client:
+        with opts.client() as client:
             tps = opts.topic_partitions(client)
             start = opts.resolve(client, tps, starting=True, default=EARLIEST)
             end = opts.resolve(client, tps, starting=False, default=LATEST)
@@ -176,7 +176,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def client(self) -> KafkaClient:
         if self._client is None:
-            self._client = KafkaClient(self.opts.bootstrap_servers)
+            self._client = self.opts.client()
         return self._client
 
     def _latest(self) -> PartitionOffsets:

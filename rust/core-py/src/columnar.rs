@@ -3,7 +3,7 @@
 //! for its writer.
 
 use pybroker_log::builder::{BatchBuilder, Record};
-use pybroker_log::columnar::{self, BinaryColumn};
+use pybroker_log::columnar::{self, AbortedTxn, BinaryColumn};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -72,8 +72,12 @@ impl RecordColumns {
 }
 
 /// Decode the whole batches in `buf` (a Fetch response's records) into columns.
+/// With `aborted` ((producer_id, first_offset) of a read_committed Fetch
+/// response), the batches of aborted transactions are dropped too.
 #[pyfunction]
-#[pyo3(signature = (buf, start_offset, end_offset, *, include_headers=false, max_rows=1<<20))]
+#[pyo3(signature = (
+    buf, start_offset, end_offset, *, include_headers=false, max_rows=1<<20, aborted=None
+))]
 fn decode_columns(
     py: Python<'_>,
     buf: &Bound<'_, PyAny>,
@@ -81,11 +85,27 @@ fn decode_columns(
     end_offset: i64,
     include_headers: bool,
     max_rows: usize,
+    aborted: Option<Vec<(i64, i64)>>,
 ) -> PyResult<RecordColumns> {
     let buf = BorrowedBuffer::get(buf)?;
     let bytes = buf.as_bytes();
+    let aborted: Vec<AbortedTxn> = aborted
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(producer_id, first_offset)| AbortedTxn {
+            producer_id,
+            first_offset,
+        })
+        .collect();
     let inner = release(py, || {
-        columnar::decode_columns(bytes, start_offset, end_offset, include_headers, max_rows)
+        columnar::decode_columns_committed(
+            bytes,
+            start_offset,
+            end_offset,
+            include_headers,
+            max_rows,
+            &aborted,
+        )
     })?;
     Ok(RecordColumns { inner })
 }

@@ -136,6 +136,41 @@ pub fn decode_columns(
     include_headers: bool,
     max_rows: usize,
 ) -> Result<RecordColumns> {
+    decode_columns_committed(buf, start, end, include_headers, max_rows, &[])
+}
+
+/// One aborted transaction of a Fetch response (read_committed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+}
+
+/// True when the control batch holds an ABORT marker (control record key:
+/// version i16, type i16 with 0 = abort, 1 = commit).
+fn is_abort_marker(whole: &[u8]) -> Result<bool> {
+    let (h, data) = codec::batch_records(whole, codec::DECOMPRESSED_BYTES_MAX)?;
+    match codec::RecordIter::new(h, &data).next() {
+        Some(r) => Ok(matches!(r?.key, Some(k) if k.len() >= 4 && k[2..4] == [0, 0])),
+        None => Ok(false),
+    }
+}
+
+/// [`decode_columns`] for read_committed: also drops the batches of the
+/// `aborted` transactions, as Kafka's consumer does — a transactional batch of
+/// producer P is aborted when an aborted entry of P with first offset <= the
+/// batch's last offset has been reached and P's ABORT marker has not.
+pub fn decode_columns_committed(
+    buf: &[u8],
+    start: i64,
+    end: i64,
+    include_headers: bool,
+    max_rows: usize,
+    aborted: &[AbortedTxn],
+) -> Result<RecordColumns> {
+    let mut pending: Vec<AbortedTxn> = aborted.to_vec();
+    pending.sort_by_key(|a| std::cmp::Reverse(a.first_offset));
+    let mut aborting: Vec<i64> = Vec::new();
     let mut out = RecordColumns {
         keys: BinaryColumn::new(),
         values: BinaryColumn::new(),
@@ -158,7 +193,23 @@ pub fn decode_columns(
         }
         let whole = &buf[pos..pos + h.size()];
         let h = batch::check_framing(whole)?;
-        if h.next_offset() <= out.next_offset || h.is_control() {
+        let mut skip = false;
+        if h.is_control() {
+            if aborting.contains(&h.producer_id) && is_abort_marker(whole)? {
+                aborting.retain(|p| *p != h.producer_id);
+            }
+        } else if h.is_transactional() && !aborted.is_empty() {
+            while let Some(a) = pending
+                .last()
+                .copied()
+                .filter(|a| a.first_offset <= h.last_offset())
+            {
+                pending.pop();
+                aborting.push(a.producer_id);
+            }
+            skip = aborting.contains(&h.producer_id);
+        }
+        if skip || h.next_offset() <= out.next_offset || h.is_control() {
             pos += h.size();
             out.next_offset = out.next_offset.max(h.next_offset());
             continue;
@@ -375,6 +426,40 @@ mod tests {
             -58897971
         );
         assert_eq!(murmur2(b"abc"), 479470107);
+    }
+
+    #[test]
+    fn read_committed_drops_aborted_transactions() {
+        let txn = batch::TRANSACTIONAL_BIT;
+        let control = |base: i64, pid: i64, kind: u8| {
+            let mut b = BatchBuilder::new(base, 1_000).producer(pid, 0, -1);
+            b.push(Record::new(1_000, Some(&[0, 0, 0, kind]), Some(b"")));
+            b.attributes(txn | batch::CONTROL_BIT).build()
+        };
+        let data = |base: i64, pid: i64| {
+            let mut b = BatchBuilder::new(base, 1_000).producer(pid, 0, 0);
+            b.push(Record::new(1_000, None, Some(b"v")));
+            b.push(Record::new(1_000, None, Some(b"w")));
+            b.attributes(txn).build()
+        };
+        let mut buf = data(0, 7); // 0-1 aborted (pid 7)
+        buf.extend(data(2, 8)); // 2-3 committed (pid 8)
+        buf.extend(control(4, 7, 0)); // abort 7
+        buf.extend(control(5, 8, 1)); // commit 8
+        buf.extend(data(6, 7)); // 6-7: a new, committed transaction of 7
+        buf.extend(control(8, 7, 1));
+        let aborted = [AbortedTxn {
+            producer_id: 7,
+            first_offset: 0,
+        }];
+        let c = decode_columns_committed(&buf, 0, 100, false, usize::MAX, &aborted).unwrap();
+        assert_eq!(c.offsets, [2, 3, 6, 7]);
+        assert_eq!(c.next_offset, 9);
+        let c = decode_columns(&buf, 0, 100, false, usize::MAX).unwrap();
+        assert_eq!(c.offsets, [0, 1, 2, 3, 6, 7]);
+        // resuming inside the buffer (max_rows) keeps the abort state right
+        let c = decode_columns_committed(&buf, 3, 100, false, usize::MAX, &aborted).unwrap();
+        assert_eq!(c.offsets, [3, 6, 7]);
     }
 
     #[test]
