@@ -61,10 +61,11 @@ def append_partition(
     records = data["records"]
     if records is None or len(records) == 0:
         return failed(ErrorCode.CORRUPT_MESSAGE, "empty record set")
-    if len(records) > partition.config["segment.bytes"]:
+    if len(records) > partition.segment_bytes:
         return failed(ErrorCode.RECORD_LIST_TOO_LARGE)
-    if acks == -1 and len(broker.topic(topic).partitions[data["index"]].isr) < int(  # type: ignore[union-attr]
-            partition.config["min.insync.replicas"]):
+    if acks == -1 and partition.min_insync_replicas > 1 and len(
+            broker.topic(topic).partitions[data["index"]].isr  # type: ignore[union-attr]
+    ) < partition.min_insync_replicas:
         return failed(ErrorCode.NOT_ENOUGH_REPLICAS)
     try:
         result = partition.append(records)

@@ -43,7 +43,7 @@ class Partition:
         self.topic = topic
         self.index = index
         self.directory = directory
-        self.config = config
+        self._use_config(config)
         self.leader_epoch = leader_epoch
         self.log = PartitionLog(
             str(directory),
@@ -65,7 +65,7 @@ class Partition:
     def append(self, records: memoryview) -> AppendResult:
         result = self.log.append(records, self.leader_epoch, int(time.time() * 1000))
         self.wake_waiters()
-        if self.log.log_end_offset - self.log.recovery_point >= self.config["flush.messages"]:
+        if self.log.log_end_offset - self.log.recovery_point >= self.flush_messages:
             self.flush()
         return result
 
@@ -80,8 +80,15 @@ class Partition:
     def set_config(self, config: TopicConfig) -> None:
         """Apply a changed topic config: retention/flush read it on their next
         check; segment and size settings go to the Rust log for the next append."""
-        self.config = config
+        self._use_config(config)
         self.log.set_config(**log_options(config))  # type: ignore[arg-type]
+
+    def _use_config(self, config: TopicConfig) -> None:
+        self.config = config
+        # read on every produce: resolved once here rather than per request
+        self.segment_bytes = int(config["segment.bytes"])
+        self.flush_messages = int(config["flush.messages"])
+        self.min_insync_replicas = int(config["min.insync.replicas"])
 
     def read(self, offset: int, max_bytes: int, min_one: bool) -> FileSlice | None:
         return self.log.read(offset, max_bytes, min_one=min_one, max_offset=self.high_watermark)
