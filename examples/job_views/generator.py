@@ -34,6 +34,7 @@ def generate(bootstrap: str, events: int, minutes: int, jobs: int, seed: int) ->
         producer.poll(0)
         counts[job] = counts.get(job, 0) + 1
     assert producer.flush(60) == 0, "some job views were not delivered"
+    del producer  # disconnect now, not when the broker is gone
     return counts
 
 

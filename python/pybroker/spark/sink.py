@@ -41,6 +41,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
@@ -103,11 +104,11 @@ class KafkaCommitMessage(WriterCommitMessage):
     query_id: str | None = None
 
 
-def _binary_list(batch: pa.RecordBatch, name: str) -> list[bytes | None]:
+def _binary(batch: pa.RecordBatch, name: str) -> pa.Array:
     col = batch.column(name)
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        col = pc.cast(col, pa.binary())
-    return col.to_pylist()
+    if not pa.types.is_binary(col.type):
+        col = pc.cast(col, pa.binary())  # string -> binary is zero-copy
+    return col
 
 
 def _headers(batch: pa.RecordBatch) -> list[list[tuple[str, bytes | None]] | None] | None:
@@ -118,7 +119,8 @@ def _headers(batch: pa.RecordBatch) -> list[list[tuple[str, bytes | None]] | Non
 
 
 class _Producer:
-    """Routes records to partitions and sends them in bounded batches."""
+    """Routes records to partitions and sends them in bounded batches. Grouping
+    and sizing are vectorized (numpy / pyarrow); batches are encoded in Rust."""
 
     def __init__(self, opts: SinkOptions, task_id: int) -> None:
         self.opts = opts
@@ -127,46 +129,53 @@ class _Producer:
         self.count = 0
 
     def send(self, batch: pa.RecordBatch) -> None:
-        n = batch.num_rows
-        if n == 0:
+        if batch.num_rows == 0:
             return
-        names = batch.schema.names
-        values = _binary_list(batch, "value")
-        keys = _binary_list(batch, "key") if "key" in names else [None] * n
-        headers = _headers(batch)
         if self.opts.topic is not None:
-            topics: list[str] = [self.opts.topic] * n
+            self._send_topic(self.opts.topic, batch)
         else:
-            topics = batch.column("topic").to_pylist()
-            if any(t is None for t in topics):
+            topics = batch.column("topic")
+            if topics.null_count:
                 raise ValueError("null topic present in the data; use the topic option")
-        parts: list[int | None] = (batch.column("partition").to_pylist()
-                                   if "partition" in names else [None] * n)
-        groups: dict[TopicPartition, list[int]] = {}
-        for topic in sorted(set(topics)):
-            idx = [i for i in range(n) if topics[i] == topic]
-            count = len(self.client.partitions_for(topic, auto_create=True))
-            hashed = key_partitions([keys[i] for i in idx], count)
-            self.sticky += 1
-            for i, h in zip(idx, hashed, strict=True):
-                p = parts[i]
-                if p is None:
-                    p = h if h >= 0 else self.sticky % count
-                groups.setdefault((topic, p), []).append(i)
+            for topic in sorted(pc.unique(topics).to_pylist()):
+                self._send_topic(topic, batch.filter(pc.equal(topics, topic)))
+        self.count += batch.num_rows
+
+    def _send_topic(self, topic: str, batch: pa.RecordBatch) -> None:
+        n = batch.num_rows
+        names = batch.schema.names
+        count = len(self.client.partitions_for(topic, auto_create=True))
+        values = _binary(batch, "value")
+        keys = _binary(batch, "key") if "key" in names else None
+        self.sticky += 1
+        parts = np.full(n, self.sticky % count, dtype=np.int64)
+        if keys is not None and keys.null_count < n:
+            hashed = np.asarray(key_partitions(keys.to_pylist(), count), dtype=np.int64)
+            parts = np.where(hashed >= 0, hashed, parts)
+        if "partition" in names:
+            given = batch.column("partition")
+            explicit = pc.fill_null(given, -1).to_numpy(zero_copy_only=False)
+            parts = np.where(explicit >= 0, explicit, parts)
+        sizes = pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False)
+        if keys is not None:
+            sizes = sizes + pc.fill_null(pc.binary_length(keys), 0).to_numpy(
+                zero_copy_only=False)
+        sizes = sizes.astype(np.int64) + RECORD_OVERHEAD_BYTES
+        headers = _headers(batch)
+        order = np.argsort(parts, kind="stable")
+        bounds = np.flatnonzero(np.diff(parts[order])) + 1
         now_ms = int(time.time() * 1000)
         out: dict[TopicPartition, list[bytes]] = {}
-        for tp, idx in groups.items():
-            start, size = 0, 0
-            for j, i in enumerate(idx):
-                size += len(keys[i] or b"") + len(values[i] or b"") + RECORD_OVERHEAD_BYTES
-                if size >= BATCH_BYTES_MAX or j == len(idx) - 1:
-                    chunk = idx[start:j + 1]
-                    out.setdefault(tp, []).append(build_batch(
-                        [keys[i] for i in chunk], [values[i] for i in chunk], now_ms,
-                        None if headers is None else [headers[i] for i in chunk]))
-                    start, size = j + 1, 0
+        for idx in np.split(order, bounds):
+            # chunks of about BATCH_BYTES_MAX: cut where the running size crosses a multiple
+            chunk_of = np.cumsum(sizes[idx]) // BATCH_BYTES_MAX
+            for chunk in np.split(idx, np.flatnonzero(np.diff(chunk_of)) + 1):
+                take = pa.array(chunk)
+                out.setdefault((topic, int(parts[chunk[0]])), []).append(build_batch(
+                    [None] * len(chunk) if keys is None else keys.take(take).to_pylist(),
+                    values.take(take).to_pylist(), now_ms,
+                    None if headers is None else [headers[i] for i in chunk]))
         self.client.produce(out)
-        self.count += n
 
     def close(self) -> None:
         self.client.close()
