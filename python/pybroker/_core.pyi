@@ -241,6 +241,14 @@ def build_batch(
 ) -> bytes:
     """One uncompressed v2 record batch (base offset 0, CreateTime timestamp_ms)."""
 
+def build_batch_arrow(
+    values: tuple[Buffer | None, Buffer, Buffer, int, int],
+    timestamp_ms: int,
+    keys: tuple[Buffer | None, Buffer, Buffer, int, int] | None = None,
+) -> bytes:
+    """build_batch straight from Arrow binary arrays, each given as (validity or None,
+    offsets (i32), data, array offset, length): no Python object per record."""
+
 def key_partitions(keys: list[bytes | None], num_partitions: int) -> list[int]:
     """Kafka's default partitioner per key: (murmur2(key) & 0x7fffffff) % n; -1 for None."""
 

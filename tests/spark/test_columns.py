@@ -8,7 +8,12 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
-from pybroker._core import build_batch, decode_columns, key_partitions  # noqa: E402
+from pybroker._core import (  # noqa: E402
+    build_batch,
+    build_batch_arrow,
+    decode_columns,
+    key_partitions,
+)
 from pybroker.spark.arrow import arrow_schema, to_record_batch  # noqa: E402
 from pybroker.spark.options import SourceOptions, split_ranges  # noqa: E402
 from pybroker.spark.source import _rate_limit  # noqa: E402
@@ -37,6 +42,20 @@ def test_columns_to_arrow_zero_copy_and_exact_schema() -> None:
     assert rb.column("value").buffers()[2].address == addr  # no copy
     del cols
     assert rb.column("value").to_pylist()[2] == b"4444"  # the buffer keeps cols alive
+
+
+def test_build_batch_arrow_equals_build_batch() -> None:
+    keys = pa.array([b"a", None, b"", b"dd", b"e"]).slice(1)
+    values = pa.array(["x", "yy", None, "", "zzz"], pa.string()).cast(pa.binary()).slice(1)
+
+    def parts(a: pa.Array) -> tuple:
+        v, o, d = a.buffers()
+        return v, o, d, a.offset, len(a)
+
+    got = build_batch_arrow(parts(values), 5, parts(keys))
+    assert got == build_batch(keys.to_pylist(), values.to_pylist(), 5)
+    with pytest.raises(ValueError):
+        build_batch_arrow(parts(values), 5, parts(keys.slice(1)))
 
 
 def test_key_partitions_match_kafka_default_partitioner() -> None:

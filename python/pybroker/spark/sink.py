@@ -52,7 +52,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pybroker._core import build_batch, decode_columns, key_partitions
+from pybroker._core import build_batch, build_batch_arrow, decode_columns, key_partitions
 from pybroker.spark.client import KafkaClient, TopicPartition
 
 try:  # Spark >= 4.1
@@ -109,6 +109,12 @@ def _binary(batch: pa.RecordBatch, name: str) -> pa.Array:
     if not pa.types.is_binary(col.type):
         col = pc.cast(col, pa.binary())  # string -> binary is zero-copy
     return col
+
+
+def _buffers(a: pa.Array) -> tuple[Any, Any, Any, int, int]:
+    """(validity or None, offsets, data, offset, length) of a binary array."""
+    validity, offsets, data = a.buffers()
+    return validity, offsets, data if data is not None else b"", a.offset, len(a)
 
 
 def _headers(batch: pa.RecordBatch) -> list[list[tuple[str, bytes | None]] | None] | None:
@@ -171,10 +177,15 @@ class _Producer:
             chunk_of = np.cumsum(sizes[idx]) // BATCH_BYTES_MAX
             for chunk in np.split(idx, np.flatnonzero(np.diff(chunk_of)) + 1):
                 take = pa.array(chunk)
-                out.setdefault((topic, int(parts[chunk[0]])), []).append(build_batch(
-                    [None] * len(chunk) if keys is None else keys.take(take).to_pylist(),
-                    values.take(take).to_pylist(), now_ms,
-                    None if headers is None else [headers[i] for i in chunk]))
+                if headers is None:
+                    encoded = build_batch_arrow(
+                        _buffers(values.take(take)), now_ms,
+                        None if keys is None else _buffers(keys.take(take)))
+                else:
+                    encoded = build_batch(
+                        [None] * len(chunk) if keys is None else keys.take(take).to_pylist(),
+                        values.take(take).to_pylist(), now_ms, [headers[i] for i in chunk])
+                out.setdefault((topic, int(parts[chunk[0]])), []).append(encoded)
         self.client.produce(out)
 
     def close(self) -> None:

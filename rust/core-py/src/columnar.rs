@@ -4,6 +4,7 @@
 
 use pybroker_log::builder::{BatchBuilder, Record};
 use pybroker_log::columnar::{self, AbortedTxn, BinaryColumn};
+use pybroker_log::LogError;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -150,6 +151,122 @@ fn build_batch<'py>(
     Ok(PyBytes::new(py, &out))
 }
 
+/// An Arrow binary array as Python hands it over:
+/// (validity buffer or None, offsets buffer (i32), data buffer, array offset, length).
+type ArrowBinary<'py> = (
+    Option<Bound<'py, PyAny>>,
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+    usize,
+    usize,
+);
+
+/// Borrowed buffers of one Arrow binary array.
+struct BinaryView {
+    validity: Option<BorrowedBuffer>,
+    offsets: BorrowedBuffer,
+    data: BorrowedBuffer,
+    offset: usize,
+    len: usize,
+}
+
+impl BinaryView {
+    fn get(a: &ArrowBinary<'_>) -> PyResult<BinaryView> {
+        let v = BinaryView {
+            validity: a.0.as_ref().map(BorrowedBuffer::get).transpose()?,
+            offsets: BorrowedBuffer::get(&a.1)?,
+            data: BorrowedBuffer::get(&a.2)?,
+            offset: a.3,
+            len: a.4,
+        };
+        let end = v.offset.checked_add(v.len).and_then(|e| e.checked_add(1));
+        if end.is_none_or(|e| v.offsets.as_bytes().len() < e * 4) {
+            return Err(PyValueError::new_err("offsets buffer too short"));
+        }
+        if let Some(b) = &v.validity {
+            if b.as_bytes().len() * 8 < v.offset + v.len {
+                return Err(PyValueError::new_err("validity buffer too short"));
+            }
+        }
+        Ok(v)
+    }
+
+    /// The bytes, for GIL-free code.
+    fn slices(&self) -> BinarySlices<'_> {
+        BinarySlices {
+            validity: self.validity.as_ref().map(BorrowedBuffer::as_bytes),
+            offsets: self.offsets.as_bytes(),
+            data: self.data.as_bytes(),
+            offset: self.offset,
+        }
+    }
+}
+
+struct BinarySlices<'a> {
+    validity: Option<&'a [u8]>,
+    offsets: &'a [u8],
+    data: &'a [u8],
+    offset: usize,
+}
+
+impl BinarySlices<'_> {
+    /// Row `i` (checked against the buffers by [`BinaryView::get`] and here).
+    fn row(&self, i: usize) -> pybroker_log::Result<Option<&[u8]>> {
+        let j = self.offset + i;
+        if let Some(b) = self.validity {
+            if b[j / 8] & (1 << (j % 8)) == 0 {
+                return Ok(None);
+            }
+        }
+        let o = self.offsets;
+        let at =
+            |k: usize| i32::from_le_bytes([o[4 * k], o[4 * k + 1], o[4 * k + 2], o[4 * k + 3]]);
+        let (a, b) = (at(j), at(j + 1));
+        if a < 0 || b < a {
+            return Err(LogError::InvalidRecord(format!(
+                "bad Arrow offsets {a}..{b}"
+            )));
+        }
+        self.data
+            .get(a as usize..b as usize)
+            .map(Some)
+            .ok_or_else(|| LogError::InvalidRecord("Arrow offsets past the data".into()))
+    }
+}
+
+/// One uncompressed v2 batch (base offset 0) straight from Arrow binary
+/// arrays (values, and keys or None): no Python object per record.
+#[pyfunction]
+#[pyo3(signature = (values, timestamp_ms, keys=None))]
+fn build_batch_arrow<'py>(
+    py: Python<'py>,
+    values: ArrowBinary<'py>,
+    timestamp_ms: i64,
+    keys: Option<ArrowBinary<'py>>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let values = BinaryView::get(&values)?;
+    let keys = keys.as_ref().map(BinaryView::get).transpose()?;
+    if values.len == 0 || keys.as_ref().is_some_and(|k| k.len != values.len) {
+        return Err(PyValueError::new_err(
+            "values must be non-empty and keys of the same length",
+        ));
+    }
+    let n = values.len;
+    let (values, keys) = (values.slices(), keys.as_ref().map(BinaryView::slices));
+    let out = release(py, || {
+        let mut b = BatchBuilder::new(0, timestamp_ms);
+        for i in 0..n {
+            let key = match &keys {
+                Some(k) => k.row(i)?,
+                None => None,
+            };
+            b.push(Record::new(timestamp_ms, key, values.row(i)?));
+        }
+        Ok(b.build())
+    })?;
+    Ok(PyBytes::new(py, &out))
+}
+
 /// Kafka's default partition of each key: (murmur2(key) & 0x7fffffff) % n,
 /// or -1 for a null key.
 #[pyfunction]
@@ -171,6 +288,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RecordColumns>()?;
     m.add_function(wrap_pyfunction!(decode_columns, m)?)?;
     m.add_function(wrap_pyfunction!(build_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(build_batch_arrow, m)?)?;
     m.add_function(wrap_pyfunction!(key_partitions, m)?)?;
     Ok(())
 }
