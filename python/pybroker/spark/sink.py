@@ -4,9 +4,12 @@ Input columns as Spark's Kafka sink takes them: ``value`` (string or binary,
 required), ``key`` (string or binary, optional), ``topic`` (string; the ``topic``
 option, when set, overrides it), ``partition`` (int, optional: else Kafka's default
 partitioner — murmur2 of the key, null keys spread per Arrow batch) and ``headers``
-(array<struct<key:string,value:binary>>, optional). Records are encoded into
-uncompressed v2 batches in Rust (``pybroker._core.build_batch``) and sent with
-Produce (acks=all) through ``pybroker.spark.client``.
+(array<struct<key:string,value:binary>>, optional). Rows are grouped per partition
+and cut into ~512 KiB batches with numpy/pyarrow, encoded as uncompressed v2 batches
+in Rust straight from the Arrow buffers (``pybroker._core.build_batch_arrow``; rows
+with headers go through ``build_batch``) and sent with Produce (acks=all) through
+``pybroker.spark.client``. The sink needs ``mode("append")`` for batch writes (Python
+data sources reject Spark's default ErrorIfExists).
 
 Streaming writes are idempotent per micro-batch id. Spark replays a micro-batch
 (same id, same data) when it crashed before writing its commit log, and calls
