@@ -4,7 +4,10 @@ Starts ``pybroker serve`` on a free port (or uses ``--bootstrap``), produces N
 records of S bytes with confluent-kafka, then reads the topic into Spark
 (``local[2]``, noop sink) and prints the best of ``--repeat`` timed reads.
 
-    python bench/spark_read.py [--records 1000000] [--size 100] [--partitions 2]
+    python bench/spark_read.py [--records 1000000] [--size 100] [--partitions 2] [--write]
+
+``--write`` also times writing the same number of rows from a cached DataFrame
+through the ``pybroker`` sink (batch write, explicit partition column).
 
 Needs the ``spark`` and ``bench`` extras (pyspark, pyarrow, confluent-kafka) and Java.
 """
@@ -18,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # Python workers run this interpreter (the one pybroker is installed in)
@@ -70,6 +74,28 @@ def produce(bootstrap: str, topic: str, partitions: int, records: int, size: int
     return time.perf_counter() - t
 
 
+def bench_write(spark: Any, bootstrap: str, topic: str, args: argparse.Namespace) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, args.partitions, 1)]).values():
+        fut.result(30)
+    df = spark.range(args.records).selectExpr(
+        f"CAST(id % {args.partitions} AS INT) AS partition",
+        f"CAST(repeat('x', {args.size}) AS BINARY) AS value").cache()
+    df.count()
+    best = float("inf")
+    for i in range(args.repeat):
+        t = time.perf_counter()
+        (df.write.format("pybroker").mode("append")
+         .option("kafka.bootstrap.servers", bootstrap).option("topic", topic).save())
+        secs = time.perf_counter() - t
+        best = min(best, secs)
+        print(f"write run {i + 1}: {args.records / secs:,.0f} rows/s ({secs:.2f} s)")
+    print(f"spark_write: {args.records / best:,.0f} rows/s best of {args.repeat} "
+          f"({args.records} x {args.size} B, {args.partitions} partitions, local[2])")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -77,6 +103,7 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--bootstrap", help="use this broker instead of starting pybroker")
+    ap.add_argument("--write", action="store_true", help="also time the sink")
     args = ap.parse_args()
 
     from pyspark.sql import SparkSession
@@ -110,6 +137,8 @@ def main() -> None:
         print(f"spark_read: {args.records / best:,.0f} rows/s best of {args.repeat} "
               f"({args.records} x {args.size} B, {args.partitions} partitions, local[2], "
               f"noop sink; load average {os.getloadavg()[0]:.1f})")
+        if args.write:
+            bench_write(spark, bootstrap, f"{topic}-w", args)
         spark.stop()
     finally:
         if proc is not None:
