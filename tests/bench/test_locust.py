@@ -43,7 +43,8 @@ def test_headless_locust_run_has_no_failures(broker_factory: BrokerFactory,
         assert int(row["Failure Count"]) == 0
     assert int(produce["Request Count"]) > 0
     assert int(fetch["Request Count"]) > 0
-    assert float(produce["50%"]) > 0
+    # percentile columns are whole milliseconds (a fast broker rounds to 0); the average is not
+    assert float(produce["Average Response Time"]) > 0
     assert float(produce["Average Content Size"]) == 50 * 200
     with open(f"{prefix}_failures.csv", newline="") as f:
         assert list(csv.DictReader(f)) == []
