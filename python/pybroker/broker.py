@@ -8,7 +8,6 @@ import dataclasses
 import logging
 import signal
 import socket
-from collections.abc import Iterable
 from typing import Any
 
 import anyio
@@ -333,7 +332,3 @@ class Broker:
             if size > 0:
                 client.setsockopt(socket.SOL_SOCKET, opt, size)
 
-
-def describe_topics(broker: Broker, names: Iterable[str]) -> list[TopicRecord]:
-    topics = broker.store.topics()
-    return [topics[n] for n in names if n in topics]
