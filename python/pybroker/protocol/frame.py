@@ -14,6 +14,7 @@ version is flexible, except ApiVersions whose response header is always v0], bod
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from pybroker.protocol.codec import Decoder, Encoder, compile_decoder, compile_encoder
@@ -58,42 +59,34 @@ def _api(api_key: int, api_version: int) -> Api:
     return api
 
 
+def _compiled(cache: dict[tuple[int, int], Any], compile_fn: Callable[..., Any],
+              request: bool, api_key: int, api_version: int) -> Any:
+    """The codec for one side of (api_key, api_version), compiled on first use."""
+    fn = cache.get((api_key, api_version))
+    if fn is None:
+        api = _api(api_key, api_version)
+        fields = api.request if request else api.response
+        fn = compile_fn(fields, api_version, api.is_flexible(api_version))
+        cache[api_key, api_version] = fn
+    return fn
+
+
 def request_decoder(api_key: int, api_version: int) -> Decoder:
     """The compiled request body decoder ``(buf, pos) -> (dict, pos)``."""
-    dec = _request_decoders.get((api_key, api_version))
-    if dec is None:
-        api = _api(api_key, api_version)
-        dec = compile_decoder(api.request, api_version, api.is_flexible(api_version))
-        _request_decoders[api_key, api_version] = dec
-    return dec
+    return _compiled(_request_decoders, compile_decoder, True, api_key, api_version)
 
 
 def response_encoder(api_key: int, api_version: int) -> Encoder:
     """The compiled response body encoder ``(out, body, parts) -> out``."""
-    enc = _response_encoders.get((api_key, api_version))
-    if enc is None:
-        api = _api(api_key, api_version)
-        enc = compile_encoder(api.response, api_version, api.is_flexible(api_version))
-        _response_encoders[api_key, api_version] = enc
-    return enc
+    return _compiled(_response_encoders, compile_encoder, False, api_key, api_version)
 
 
 def request_encoder(api_key: int, api_version: int) -> Encoder:
-    enc = _request_encoders.get((api_key, api_version))
-    if enc is None:
-        api = _api(api_key, api_version)
-        enc = compile_encoder(api.request, api_version, api.is_flexible(api_version))
-        _request_encoders[api_key, api_version] = enc
-    return enc
+    return _compiled(_request_encoders, compile_encoder, True, api_key, api_version)
 
 
 def response_decoder(api_key: int, api_version: int) -> Decoder:
-    dec = _response_decoders.get((api_key, api_version))
-    if dec is None:
-        api = _api(api_key, api_version)
-        dec = compile_decoder(api.response, api_version, api.is_flexible(api_version))
-        _response_decoders[api_key, api_version] = dec
-    return dec
+    return _compiled(_response_decoders, compile_decoder, False, api_key, api_version)
 
 
 def decode_request_header(buf: memoryview) -> tuple[RequestHeader, int]:
