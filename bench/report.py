@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Render bench/throughput.py JSON results as markdown.
+"""Render bench/throughput.py (and bench/floor.py) JSON results as markdown.
 
     python bench/report.py bench/out/throughput.json > bench/RESULTS.md
     python bench/report.py a.json b.json          # several runs, one after the other
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,25 @@ ROWS = (
     ("MB/s", "mb_per_s", 1),
     ("broker CPU s/GB", "cpu_s_per_gb", 2),
     ("broker peak RSS MB", "peak_rss_mb", 0),
+    # the client shares the machine: what it burns per GB bounds what any broker can reach
+    ("client CPU s/GB", "client_cpu_s_per_gb", 2),
 )
 
 
 def _fmt(v: float | None, digits: int) -> str:
     return "n/a" if v is None else f"{v:,.{digits}f}"
+
+
+def _median(side: dict[str, Any], key: str, case: dict[str, Any]) -> float | None:
+    value = side["median"].get(key)
+    if value is None and key == "client_cpu_s_per_gb":
+        # files written before the bench stored it per GB still have client_cpu_s per run
+        gb = case["records"] * case["record_size"] / 1e9
+        values = sorted(r["client_cpu_s"] / gb for r in side["runs"]
+                        if r.get("error") is None and r.get("client_cpu_s") is not None)
+        if values:
+            value = statistics.median(values)
+    return value
 
 
 def _side_desc(side: dict[str, Any]) -> str:
@@ -83,7 +98,7 @@ def render(data: dict[str, Any]) -> str:
                 if side is None or not side.get("ok_runs"):
                     cells.append("error")
                 else:
-                    cells.append(_fmt(side["median"].get(key), digits))
+                    cells.append(_fmt(_median(side, key, case), digits))
             if two:
                 r = case.get("ratio", {}).get(key)
                 cells.append("n/a" if r is None else f"{r:.2f}x")
@@ -100,6 +115,29 @@ def render(data: dict[str, Any]) -> str:
             out += [f"- {n}" for n in notes]
         out.append("")
     return "\n".join(out)
+
+
+def render_floor(data: dict[str, Any]) -> str:
+    """bench/floor.py's JSON: the kernel's own cost of the data path, no broker involved."""
+    meta = data["meta"]
+    m = meta["machine"]
+    out = [
+        f"### Kernel floor, {meta['date']} (`{meta['command']}`)",
+        "",
+        f"- machine: {m['nproc']} CPUs, {m['cpu_model']}, {m['mem_total_gb']} GB RAM, "
+        f"Linux {m['kernel']}",
+        "",
+        "| case (no broker: the syscalls a broker cannot avoid) | MB/s | CPU s/GB |",
+        "|---|---|---|",
+    ]
+    out += [f"| {r['case']} | {r['mb_per_s']:,.0f} | {r['cpu_s_per_gb']:.2f} |"
+            for r in data["results"]]
+    out.append("")
+    return "\n".join(out)
+
+
+def render_any(data: dict[str, Any]) -> str:
+    return render_floor(data) if "results" in data else render(data)
 
 
 CHART_METRICS = (("records/s", "records_per_s"), ("MB/s", "mb_per_s"))
@@ -157,17 +195,22 @@ def update(doc: Path, body: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("json", nargs="+", type=Path, help="result files of bench/throughput.py")
+    ap.add_argument("json", nargs="+", type=Path,
+                    help="result files of bench/throughput.py or bench/floor.py")
     ap.add_argument("--update", type=Path, metavar="MD",
                     help="write into the generated section of this markdown file "
                          "(e.g. bench/RESULTS.md) instead of stdout")
     ap.add_argument("--png", type=Path, metavar="PNG",
-                    help="also draw a bar chart of the last JSON file (needs matplotlib)")
+                    help="also draw a bar chart of the last throughput result (needs matplotlib)")
     args = ap.parse_args(argv)
+    docs = [json.loads(p.read_text()) for p in args.json]
     if args.png:
-        chart(json.loads(args.json[-1].read_text()), args.png)
+        runs = [d for d in docs if "cases" in d]
+        if not runs:
+            ap.error("--png needs a bench/throughput.py result")
+        chart(runs[-1], args.png)
         print(f"wrote {args.png}", file=sys.stderr)
-    body = "\n".join(render(json.loads(p.read_text())) for p in args.json)
+    body = "\n".join(render_any(d) for d in docs)
     if args.update:
         update(args.update, body)
         print(f"updated {args.update}")

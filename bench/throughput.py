@@ -532,7 +532,8 @@ class Results:
         case["sides"].setdefault(side, {"runs": []})["runs"].append(run)
 
     def finalize(self, labels: list[str]) -> None:
-        metrics = ("records_per_s", "mb_per_s", "cpu_s_per_gb", "peak_rss_mb", "seconds")
+        metrics = ("records_per_s", "mb_per_s", "cpu_s_per_gb", "peak_rss_mb", "seconds",
+                   "client_cpu_s_per_gb")
         for case in self.cases.values():
             for side in case["sides"].values():
                 ok = [r for r in side["runs"] if r.get("error") is None]
@@ -650,6 +651,7 @@ def run_one(wl: Workload, side: Side, ops: list[str], args: argparse.Namespace,
                         results.add(wl, op, side.label, {"rep": rep, "error": errors[op]})
                     continue
                 client1 = os.times()
+                client_cpu = (client1.user - client0.user) + (client1.system - client0.system)
                 cpu, rss = mon.result()
                 run = {
                     "rep": rep,
@@ -661,8 +663,8 @@ def run_one(wl: Workload, side: Side, ops: list[str], args: argparse.Namespace,
                     "broker_cpu_s": cpu,
                     "cpu_s_per_gb": (cpu / (payload / 1e9)) if cpu is not None else None,
                     "peak_rss_mb": (rss / 1e6) if rss is not None else None,
-                    "client_cpu_s": (client1.user - client0.user)
-                    + (client1.system - client0.system),
+                    "client_cpu_s": client_cpu,
+                    "client_cpu_s_per_gb": client_cpu / (payload / 1e9),
                 }
                 if op in ops:
                     results.add(wl, op, side.label, run)
@@ -688,6 +690,7 @@ ROWS = (
     ("MB/s", "mb_per_s", 1),
     ("CPU s/GB", "cpu_s_per_gb", 2),
     ("peak RSS MB", "peak_rss_mb", 0),
+    ("client CPU s/GB", "client_cpu_s_per_gb", 2),
 )
 
 
@@ -697,12 +700,12 @@ def print_tables(results: Results, labels: list[str], repeat: int) -> None:
                  f"partition{'s' if case['partitions'] > 1 else ''}, {case['records']:,} records"
                  f" (median of {repeat})")
         print(f"\n{title}")
-        head = f"  {'':14s}" + "".join(f"{lb[:16]:>18s}" for lb in labels)
+        head = f"  {'':16s}" + "".join(f"{lb[:16]:>18s}" for lb in labels)
         if len(labels) == 2:
             head += f"{'ratio':>10s}"
         print(head)
         for name, key, digits in ROWS:
-            row = f"  {name:14s}"
+            row = f"  {name:16s}"
             for lb in labels:
                 side = case["sides"].get(lb)
                 if side is None or not side["ok_runs"]:

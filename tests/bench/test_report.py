@@ -53,3 +53,12 @@ def test_png_chart(tmp_path: Path) -> None:
     assert load_report().main([str(data), "--png", str(png), "--update", str(out)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "records/s" in out.read_text()
+
+
+def test_client_cpu_row_falls_back_to_per_run_seconds() -> None:
+    data = sample()
+    case = data["cases"][0]  # type: ignore[index]
+    for side in case["sides"].values():
+        side["runs"] = [{"error": None, "client_cpu_s": 0.5}, {"error": None, "client_cpu_s": 0.3}]
+    # 1000 records x 100 B = 0.0001 GB -> median 0.4 s / 0.0001 GB
+    assert "| client CPU s/GB | 4,000.00 | 4,000.00 | n/a |" in load_report().render(data)
