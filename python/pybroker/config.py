@@ -123,6 +123,11 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
        "How often the recovery point checkpoint is written."),
     _k("log.flush.start.offset.checkpoint.interval.ms", T.INT, 60000,
        "How often the log start offset checkpoint is written."),
+    # --- idempotent producer state ---
+    _k("producer.id.expiration.ms", T.INT, 86400000,
+       "How long a partition keeps the state of a producer id that stopped writing.", minimum=1),
+    _k("producer.id.expiration.check.interval.ms", T.INT, 600000,
+       "How often idle producer ids are looked for.", minimum=1),
     # --- compaction ---
     _k("log.cleaner.enable", T.BOOLEAN, True, "Run the log cleaner."),
     _k("log.cleaner.delete.retention.ms", T.LONG, 86400000, "How long tombstones are kept.",

@@ -77,11 +77,13 @@ class LogManager:
         self.partitions.clear()
 
     async def run_schedulers(self) -> None:
-        """The log lifecycle loops (retention, flush, cleaner), until cancelled.
+        """The log lifecycle loops (retention, flush, cleaner, producer expiry), until
+        cancelled.
         Retention and the cleaner take turns (one lock), as Kafka pauses
         cleaning while it deletes segments of a log."""
         from pybroker.log.flush import flush_loop
         from pybroker.log.retention import retention_loop
+        from pybroker.producer.expiry import expiry_loop
 
         def partitions() -> list[Partition]:
             return list(self.partitions.values())
@@ -93,6 +95,9 @@ class LogManager:
                           self.config["log.retention.check.interval.ms"], lock)
             tg.start_soon(flush_loop, partitions, self.config["log.flush.scheduler.interval.ms"])
             tg.start_soon(self.cleaner.run, partitions, lock)
+            tg.start_soon(expiry_loop, partitions,
+                          self.config["producer.id.expiration.check.interval.ms"],
+                          self.config["producer.id.expiration.ms"])
 
     def write_checkpoints(self) -> None:
         for directory in self.dirs:

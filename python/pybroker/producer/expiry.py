@@ -1,0 +1,44 @@
+"""Forget idle idempotent producers (Kafka's producer.id.expiration.ms).
+
+Each partition log keeps the last batches of every producer id that wrote to
+it, for duplicate detection. A producer that has not written for
+`producer.id.expiration.ms` (default one day) is dropped from that state every
+`producer.id.expiration.check.interval.ms` (default ten minutes), so the state
+does not grow with every short-lived producer. A producer that comes back
+after that is accepted at whatever sequence it sends, as Kafka accepts a
+producer it has no state for; only a retry of a batch written before the
+expiry would no longer be recognised as a duplicate."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+import anyio
+
+from pybroker.log.partition import Partition
+
+log = logging.getLogger(__name__)
+
+
+def expire_pass(partitions: Iterable[Partition], max_age_ms: int,
+                now_ms: int | None = None) -> int:
+    """Drop producers idle for max_age_ms from every log; returns how many were dropped."""
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    dropped = 0
+    for partition in partitions:
+        try:
+            dropped += partition.log.remove_expired_producers(now, max_age_ms)
+        except Exception as exc:  # a log closed by a topic deletion meanwhile
+            log.debug("producer expiry skipped %s-%d: %s", partition.topic, partition.index, exc)
+    if dropped:
+        log.info("forgot %d producer id(s) idle for %d ms", dropped, max_age_ms)
+    return dropped
+
+
+async def expiry_loop(partitions: Callable[[], Iterable[Partition]], interval_ms: int,
+                      max_age_ms: int) -> None:
+    while True:
+        await anyio.sleep(interval_ms / 1000)
+        expire_pass(list(partitions()), max_age_ms)
