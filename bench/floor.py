@@ -36,6 +36,8 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -91,13 +93,6 @@ def page_cache_write(directory: Path, chunks: int) -> list[dict[str, Any]]:
     return results
 
 
-def listener() -> socket.socket:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    return server
-
-
 def _feed(port: int, chunks: int) -> None:
     data = os.urandom(CHUNK)
     with socket.create_connection(("127.0.0.1", port)) as sock:
@@ -116,21 +111,31 @@ def _drain(port: int, nbytes: int) -> None:
             got += n
 
 
-def set_buffer(sock: socket.socket, option: int, size: int) -> None:
+def connect_peer(peer: Callable[[int, int], None], arg: int, option: int,
+                 size: int) -> tuple[socket.socket, BaseProcess]:
+    """Run peer(port, arg) in a child process and accept its loopback connection, with the
+    socket buffer `option` set to `size` bytes (-1: left to the OS)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        process = mp.get_context("fork").Process(target=peer,
+                                                 args=(server.getsockname()[1], arg))
+        process.start()
+        conn, _ = server.accept()
     # plain blocking calls, whatever socket.setdefaulttimeout the caller runs under
-    sock.setblocking(True)
+    conn.setblocking(True)
     if size > 0:
-        sock.setsockopt(socket.SOL_SOCKET, option, size)
+        conn.setsockopt(socket.SOL_SOCKET, option, size)
+    return conn, process
+
+
+def buffer_label(option_name: str, size: int) -> str:
+    return f"{option_name} " + ("Kafka's 102400" if size > 0 else "OS autotuned")
 
 
 def receive_and_write(directory: Path, chunks: int, rcvbuf: int) -> dict[str, Any]:
-    ctx = mp.get_context("fork")
     path = directory / "floor-receive"
-    with listener() as server:
-        feeder = ctx.Process(target=_feed, args=(server.getsockname()[1], chunks))
-        feeder.start()
-        conn, _ = server.accept()
-    set_buffer(conn, socket.SO_RCVBUF, rcvbuf)
+    conn, feeder = connect_peer(_feed, chunks, socket.SO_RCVBUF, rcvbuf)
     buf = bytearray(CHUNK)
     view = memoryview(buf)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -148,23 +153,18 @@ def receive_and_write(directory: Path, chunks: int, rcvbuf: int) -> dict[str, An
         os.close(fd)
         feeder.join()
         path.unlink()
-    label = "Kafka's 102400" if rcvbuf > 0 else "OS autotuned"
-    return m.result(f"loopback receive+write, SO_RCVBUF {label}", chunks * CHUNK)
+    return m.result(f"loopback receive+write, {buffer_label('SO_RCVBUF', rcvbuf)}",
+                    chunks * CHUNK)
 
 
 def sendfile_out(directory: Path, chunks: int, sndbuf: int) -> dict[str, Any]:
-    ctx = mp.get_context("fork")
     path = directory / "floor-send"
     write_file(path, chunks)
     nbytes = chunks * CHUNK
     with open(path, "rb") as f:
         while f.read(CHUNK * 8):  # into the page cache, as a broker's recent data is
             pass
-    with listener() as server:
-        drainer = ctx.Process(target=_drain, args=(server.getsockname()[1], nbytes))
-        drainer.start()
-        conn, _ = server.accept()
-    set_buffer(conn, socket.SO_SNDBUF, sndbuf)
+    conn, drainer = connect_peer(_drain, nbytes, socket.SO_SNDBUF, sndbuf)
     fd = os.open(path, os.O_RDONLY)
     try:
         with Measure() as m, conn:
@@ -175,8 +175,7 @@ def sendfile_out(directory: Path, chunks: int, sndbuf: int) -> dict[str, Any]:
         os.close(fd)
         drainer.join()
         path.unlink()
-    label = "Kafka's 102400" if sndbuf > 0 else "OS autotuned"
-    return m.result(f"loopback sendfile, SO_SNDBUF {label}", nbytes)
+    return m.result(f"loopback sendfile, {buffer_label('SO_SNDBUF', sndbuf)}", nbytes)
 
 
 def main(argv: list[str] | None = None) -> int:

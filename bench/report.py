@@ -39,8 +39,8 @@ def _median(side: dict[str, Any], key: str, case: dict[str, Any]) -> float | Non
     if value is None and key == "client_cpu_s_per_gb":
         # files written before the bench stored it per GB still have client_cpu_s per run
         gb = case["records"] * case["record_size"] / 1e9
-        values = sorted(r["client_cpu_s"] / gb for r in side["runs"]
-                        if r.get("error") is None and r.get("client_cpu_s") is not None)
+        values = [r["client_cpu_s"] / gb for r in side["runs"]
+                  if r.get("error") is None and r.get("client_cpu_s") is not None]
         if values:
             value = statistics.median(values)
     return value

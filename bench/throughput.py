@@ -652,6 +652,7 @@ def run_one(wl: Workload, side: Side, ops: list[str], args: argparse.Namespace,
                     continue
                 client1 = os.times()
                 client_cpu = (client1.user - client0.user) + (client1.system - client0.system)
+                gb = payload / 1e9
                 cpu, rss = mon.result()
                 run = {
                     "rep": rep,
@@ -661,10 +662,10 @@ def run_one(wl: Workload, side: Side, ops: list[str], args: argparse.Namespace,
                     "records_per_s": wl.records / secs,
                     "mb_per_s": payload / 1e6 / secs,
                     "broker_cpu_s": cpu,
-                    "cpu_s_per_gb": (cpu / (payload / 1e9)) if cpu is not None else None,
+                    "cpu_s_per_gb": (cpu / gb) if cpu is not None else None,
                     "peak_rss_mb": (rss / 1e6) if rss is not None else None,
                     "client_cpu_s": client_cpu,
-                    "client_cpu_s_per_gb": client_cpu / (payload / 1e9),
+                    "client_cpu_s_per_gb": client_cpu / gb,
                 }
                 if op in ops:
                     results.add(wl, op, side.label, run)
