@@ -4,7 +4,6 @@ the logs."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import signal
 import socket
@@ -21,31 +20,13 @@ from pybroker.log.manager import LogManager, topic_config
 from pybroker.log.partition import Partition
 from pybroker.metrics import BrokerMetrics
 from pybroker.producer.ids import ProducerIdAllocator
-from pybroker.server.connection import Connection, serve_connection
+from pybroker.server.acceptor import accept_loop
+from pybroker.server.listeners import bind_listener, parse_listeners
 
 log = logging.getLogger(__name__)
 
 #: no request may create more partitions than this for one topic (a guard, not Kafka's)
 PARTITIONS_PER_TOPIC_MAX = 10000
-
-
-@dataclasses.dataclass(frozen=True)
-class Listener:
-    name: str
-    host: str
-    port: int
-
-
-def parse_listeners(text: str) -> list[Listener]:
-    """`PLAINTEXT://host:port,NAME://[::1]:port` -> listeners."""
-    listeners = []
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        if "://" not in item:
-            raise ConfigError(f"listener {item!r} is not NAME://host:port")
-        name, address = item.split("://", 1)
-        host, _, port = address.rpartition(":")
-        listeners.append(Listener(name.upper(), host.strip("[]"), int(port)))
-    return listeners
 
 
 class Broker:
@@ -236,13 +217,13 @@ class Broker:
         from pybroker.server.dispatch import Dispatcher
 
         dispatcher = Dispatcher(self)
-        sockets = [self._listen(listener) for listener in self.listeners]
+        sockets = [bind_listener(listener) for listener in self.listeners]
         self.bound_ports = [s.getsockname()[1] for s in sockets]
-        max_bytes = self.config["socket.request.max.bytes"]
         try:
             async with anyio.create_task_group() as tg:
                 for sock in sockets:
-                    tg.start_soon(self._accept_loop, tg, sock, dispatcher, max_bytes)
+                    tg.start_soon(accept_loop, tg, sock, self.config, dispatcher.handle_frame,
+                                  self.metrics)
                 tg.start_soon(self._watch_signals, tg)
                 tg.start_soon(self._checkpoint_loop)
                 tg.start_soon(self.logs.run_schedulers)
@@ -284,51 +265,10 @@ class Broker:
             except OSError as exc:
                 log.error("writing checkpoints failed: %s", exc)
 
-    def _listen(self, listener: Listener) -> socket.socket:
-        family = socket.AF_INET6 if ":" in listener.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((listener.host or ("::" if family == socket.AF_INET6 else "0.0.0.0"),
-                   listener.port))
-        sock.listen(512)
-        sock.setblocking(False)
-        return sock
-
-    async def _accept_loop(
-        self, tg: anyio.abc.TaskGroup, sock: socket.socket, dispatcher: Any, max_bytes: int
-    ) -> None:
-        while True:
-            try:
-                client, _ = sock.accept()
-            except BlockingIOError:
-                await anyio.wait_readable(sock)
-                continue
-            except OSError as exc:  # EMFILE and friends: back off, keep serving
-                log.warning("accept failed: %s", exc)
-                await anyio.sleep(0.1)
-                continue
-            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._size_buffers(client)
-            tg.start_soon(self._serve_client, Connection(client, max_bytes), dispatcher)
-
-    async def _serve_client(self, conn: Connection, dispatcher: Any) -> None:
-        self.metrics.connection_opened()
-        try:
-            await serve_connection(conn, dispatcher.handle_frame)
-        finally:
-            self.metrics.connection_closed()
-
     async def _serve_metrics(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """The Prometheus endpoint on metrics.port, on the first listener's host."""
         from pybroker.metrics.http import serve_metrics
 
         await serve_metrics(self, self.listeners[0].host, self.config["metrics.port"],
                             task_status=task_status)
-
-    def _size_buffers(self, client: socket.socket) -> None:
-        for key, opt in (("socket.send.buffer.bytes", socket.SO_SNDBUF),
-                         ("socket.receive.buffer.bytes", socket.SO_RCVBUF)):
-            size = self.config[key]
-            if size > 0:
-                client.setsockopt(socket.SOL_SOCKET, opt, size)
 
