@@ -1,6 +1,8 @@
-"""The broker: wires config, metadata store, logs and the network together, and
-owns the topic operations (create, delete, grow) that touch both the store and
-the logs."""
+"""The broker: wires config, metadata store, logs, replicas and the network
+together, and runs them until it is stopped. A single node is a cluster of one:
+it registers itself as the only broker and controller, and its topic changes
+reach the metadata cache and the replica layer through the same publisher as
+a cluster's would."""
 
 from __future__ import annotations
 
@@ -11,22 +13,22 @@ from typing import Any
 
 import anyio
 
-from pybroker.config import BrokerConfig, ConfigError, parse_topic_config
-from pybroker.coordination.base import TopicRecord, validate_topic_name
+from pybroker.admin.topics import TopicAdmin
+from pybroker.config import BrokerConfig, ConfigError
 from pybroker.coordination.embedded import EmbeddedStore
-from pybroker.errors import ErrorCode, KafkaError
 from pybroker.group import GroupCoordinator
-from pybroker.log.manager import LogManager, topic_config
-from pybroker.log.partition import Partition
+from pybroker.handlers.context import BrokerContext
+from pybroker.log.manager import LogManager
+from pybroker.metadata.cache import BrokerEndpoint, MetadataCache
+from pybroker.metadata.publisher import MetadataPublisher
 from pybroker.metrics import BrokerMetrics
 from pybroker.producer.ids import ProducerIdAllocator
+from pybroker.purgatory import Purgatory
+from pybroker.replica.manager import ReplicaManager
 from pybroker.server.acceptor import accept_loop
 from pybroker.server.listeners import bind_listener, parse_listeners
 
 log = logging.getLogger(__name__)
-
-#: no request may create more partitions than this for one topic (a guard, not Kafka's)
-PARTITIONS_PER_TOPIC_MAX = 10000
 
 
 class Broker:
@@ -39,186 +41,51 @@ class Broker:
         advertised = config["advertised.listeners"]
         self.advertised = parse_listeners(advertised) if advertised else list(self.listeners)
         self.store = EmbeddedStore(config.log_dirs[0], self.broker_id)
+        self.metadata = MetadataCache(self.store.cluster_id)
+        self.purgatory = Purgatory()
         self.logs = LogManager(config, self.store.cluster_id)
+        self.replicas = ReplicaManager(self.broker_id, self.logs, self.purgatory)
+        self.publisher = MetadataPublisher(self.metadata, self.replicas)
+        self.admin = TopicAdmin(config, self.store, self.metadata,
+                                publish=self.publisher.topic_changed,
+                                unpublish=self.publisher.topic_deleted,
+                                publish_configs=self.publisher.topic_configs_changed)
         self.producer_ids = ProducerIdAllocator(self.store)
-        self.groups = GroupCoordinator.for_broker(self)
+        self.groups = GroupCoordinator.for_broker(config, self.metadata, self.replicas,
+                                                  self.admin)
         self.bound_ports: list[int] = []
         self.metrics = BrokerMetrics()
+        self.context = BrokerContext(
+            broker_id=self.broker_id, config=config, metadata=self.metadata,
+            replicas=self.replicas, purgatory=self.purgatory, admin=self.admin,
+            groups=self.groups, producer_ids=self.producer_ids, logs=self.logs,
+            metrics=self.metrics)
         self._stop = anyio.Event()
+        self._register(self.advertised[0].port)
 
-    # --- addresses ---
-    @property
-    def advertised_host_port(self) -> tuple[str, int]:
+    def _register(self, bound_port: int) -> None:
+        """This broker as the cluster's only member and its controller."""
         listener = self.advertised[0]
         host = listener.host or socket.getfqdn()
-        port = listener.port or (self.bound_ports[0] if self.bound_ports else 0)
-        return host, port
-
-    # --- topics ---
-    def topic(self, name: str) -> TopicRecord | None:
-        return self.store.topics().get(name)
-
-    def partition(self, topic: str, index: int) -> Partition | None:
-        return self.logs.get(topic, index)
-
-    def create_topic(
-        self,
-        name: str,
-        num_partitions: int = -1,
-        replication_factor: int = -1,
-        configs: dict[str, str | None] | None = None,
-        assignments: list[list[int]] | None = None,
-        validate_only: bool = False,
-    ) -> TopicRecord | None:
-        validate_topic_name(name)
-        if name in self.store.topics():
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        self._check_collision(name)
-        if assignments:
-            if num_partitions != -1 or replication_factor != -1:
-                raise KafkaError(
-                    ErrorCode.INVALID_REQUEST,
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
-                    "Both cannot be used at the same time.",
-                )
-            for replicas in assignments:
-                if not replicas or any(b != self.broker_id for b in replicas) or len(
-                        set(replicas)) != len(replicas):
-                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"Invalid replica assignment {replicas}")
-            num_partitions = len(assignments)
-            replication_factor = len(assignments[0])
-        if num_partitions == -1:
-            num_partitions = self.config["num.partitions"]
-        if replication_factor == -1:
-            replication_factor = self.config["default.replication.factor"]
-        if num_partitions <= 0:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             "Number of partitions must be larger than 0.")
-        if num_partitions > PARTITIONS_PER_TOPIC_MAX:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Number of partitions must be at most {PARTITIONS_PER_TOPIC_MAX}.")
-        if replication_factor <= 0:
-            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                             "Replication factor must be larger than 0.")
-        if replication_factor > 1:
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {replication_factor} time(s): "
-                "The target replication factor of "
-                f"{replication_factor} cannot be reached because only 1 broker(s) are registered.",
-            )
-        checked = self._validate_topic_configs(configs or {})
-        if validate_only:
-            return None
-        record = self.store.create_topic(name, num_partitions, replication_factor, checked)
-        for index in range(num_partitions):
-            self.logs.open_partition(record, index)
-        log.info("created topic %s with %d partitions", name, num_partitions)
-        return record
-
-    def auto_create_topic(self, name: str) -> TopicRecord | None:
-        """Create a topic a client asked for, when auto.create.topics.enable allows."""
-        if not self.config["auto.create.topics.enable"]:
-            return None
-        return self.create_topic(name)
-
-    def delete_topic(self, name: str) -> None:
-        if not self.config["delete.topic.enable"]:
-            raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-        if name not in self.store.topics():
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             "This server does not host this topic-partition.")
-        self.logs.delete_topic(name)
-        self.store.delete_topic(name)
-        log.info("deleted topic %s", name)
-
-    def create_partitions(
-        self, name: str, count: int, assignments: list[list[int]] | None,
-        validate_only: bool = False,
-    ) -> None:
-        record = self.topic(name)
-        if record is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"The topic '{name}' does not exist.")
-        current = len(record.partitions)
-        if count < current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic currently has {current} partitions, which is higher than "
-                             f"the requested {count}.")
-        if count == current:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Topic already has {current} partitions.")
-        if count > PARTITIONS_PER_TOPIC_MAX:
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                             f"Number of partitions must be at most {PARTITIONS_PER_TOPIC_MAX}.")
-        if assignments is not None:
-            if len(assignments) != count - current:
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Increasing the number of partitions by {count - current} but "
-                                 f"{len(assignments)} assignments provided.")
-            for replicas in assignments:
-                if any(b != self.broker_id for b in replicas) or not replicas:
-                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                     f"Invalid replica assignment {replicas}")
-        if validate_only:
-            return
-        record = self.store.add_partitions(name, count)
-        for index in range(current, count):
-            self.logs.open_partition(record, index)
-
-    def _check_collision(self, name: str) -> None:
-        """Kafka forbids topics differing only by '.' vs '_' (metric names collide)."""
-        folded = name.replace(".", "_")
-        for other in self.store.topics():
-            if other.replace(".", "_") == folded:
-                raise KafkaError(
-                    ErrorCode.INVALID_TOPIC_EXCEPTION,
-                    f"Topic '{name}' collides with existing topic: {other}",
-                )
-
-    def _validate_topic_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
-        checked: dict[str, str] = {}
-        for key, value in configs.items():
-            if value is None:
-                raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                 f"Null value not supported for topic configs: {key}")
-            try:
-                parse_topic_config(key, value)
-            except ConfigError as exc:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
-            checked[key] = value
-        return checked
-
-    def alter_topic_configs(self, name: str, configs: dict[str, str | None],
-                            validate_only: bool = False) -> None:
-        """Replace the topic's overrides (AlterConfigs semantics): validated,
-        persisted in the metadata store, applied to the open logs."""
-        if self.topic(name) is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"Topic {name} does not exist")
-        checked = self._validate_topic_configs(configs)
-        if validate_only:
-            return
-        record = self.store.set_topic_configs(name, checked)
-        self.logs.update_topic_config(record)
-        log.info("topic %s configs set to %s", name, checked)
-
-    def topic_config(self, record: TopicRecord) -> Any:
-        return topic_config(self.config, record)
+        self.metadata.set_brokers([BrokerEndpoint(self.broker_id, host,
+                                                  listener.port or bound_port)])
+        self.metadata.set_controller(self.broker_id)
 
     # --- lifecycle ---
     def startup(self) -> None:
-        self.logs.startup(self.store.topics())
+        self.logs.startup()
+        for record in self.store.topics().values():
+            self.publisher.topic_changed(record)
         self.groups.load()
 
     async def serve(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Listen, accept and serve connections until stop() or a signal."""
         from pybroker.server.dispatch import Dispatcher
 
-        dispatcher = Dispatcher(self)
+        dispatcher = Dispatcher(self.context)
         sockets = [bind_listener(listener) for listener in self.listeners]
         self.bound_ports = [s.getsockname()[1] for s in sockets]
+        self._register(self.bound_ports[0])
         try:
             async with anyio.create_task_group() as tg:
                 for sock in sockets:
@@ -269,6 +136,6 @@ class Broker:
         """The Prometheus endpoint on metrics.port, on the first listener's host."""
         from pybroker.metrics.http import serve_metrics
 
-        await serve_metrics(self, self.listeners[0].host, self.config["metrics.port"],
+        await serve_metrics(self.context, self.listeners[0].host, self.config["metrics.port"],
                             task_status=task_status)
 

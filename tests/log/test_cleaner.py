@@ -11,9 +11,17 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from pybroker.config import BrokerConfig, TopicConfig
 from pybroker.log.checkpoint import read_checkpoint, write_checkpoint
 from pybroker.log.cleaner import CLEANER_CHECKPOINT_FILE, Cleaner, dirty_ratio
+from pybroker._core import AppendResult
 from pybroker.log.partition import Partition
 
 NOW = int(time.time() * 1000)
+
+def leader_append(p: Partition, records: object) -> AppendResult:
+    """Append as the only replica's leader (epoch 0): the high watermark follows."""
+    result = p.append(records, 0)  # type: ignore[arg-type]
+    p.update_high_watermark(p.log.log_end_offset)
+    return result
+
 
 
 def batch(key: bytes, value: bytes | None, ts: int = NOW) -> memoryview:
@@ -35,7 +43,7 @@ def partition(root: Path, name: str, **overrides: object) -> Partition:
 def fill(p: Partition, rounds: int, keys: int = 3) -> None:
     for r in range(rounds):
         for k in range(keys):
-            p.append(batch(b"k%d" % k, b"v%d" % r + b"." * 50))
+            leader_append(p, batch(b"k%d" % k, b"v%d" % r + b"." * 50))
 
 
 def test_dirty_ratio_counts_non_active_segments(tmp_path: Path) -> None:

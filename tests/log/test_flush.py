@@ -8,7 +8,15 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from pybroker.config import BrokerConfig, TopicConfig
 from pybroker.log.flush import flush_pass
+from pybroker._core import AppendResult
 from pybroker.log.partition import Partition
+
+def leader_append(p: Partition, records: object) -> AppendResult:
+    """Append as the only replica's leader (epoch 0): the high watermark follows."""
+    result = p.append(records, 0)  # type: ignore[arg-type]
+    p.update_high_watermark(p.log.log_end_offset)
+    return result
+
 
 
 def batch(n: int) -> memoryview:
@@ -28,7 +36,7 @@ def partition(tmp_path: Path, broker: dict[str, str], **overrides: object) -> Pa
 def test_default_leaves_flushing_to_the_os(tmp_path: Path) -> None:
     p = partition(tmp_path, {})
     for _ in range(50):
-        p.append(batch(3))
+        leader_append(p, batch(3))
     assert p.flushes == 0
     assert p.log.recovery_point == 0
     assert flush_pass([p]) == 0  # flush.ms defaults to Long.MAX
@@ -37,18 +45,18 @@ def test_default_leaves_flushing_to_the_os(tmp_path: Path) -> None:
 
 def test_flush_messages_fsyncs_once_enough_messages_are_unflushed(tmp_path: Path) -> None:
     p = partition(tmp_path, {"log.flush.interval.messages": "5"})
-    p.append(batch(3))
+    leader_append(p, batch(3))
     assert (p.flushes, p.log.recovery_point) == (0, 0)
-    p.append(batch(3))
+    leader_append(p, batch(3))
     assert (p.flushes, p.log.recovery_point) == (1, 6)
-    p.append(batch(5))
+    leader_append(p, batch(5))
     assert (p.flushes, p.log.recovery_point) == (2, 11)
     p.close()
 
 
 def test_topic_flush_messages_overrides_the_broker(tmp_path: Path) -> None:
     p = partition(tmp_path, {"log.flush.interval.messages": "1000"}, **{"flush.messages": 1})
-    p.append(batch(1))
+    leader_append(p, batch(1))
     assert p.flushes == 1
     p.close()
 
@@ -56,7 +64,7 @@ def test_topic_flush_messages_overrides_the_broker(tmp_path: Path) -> None:
 def test_flush_ms_flushes_dirty_logs_only(tmp_path: Path) -> None:
     p = partition(tmp_path, {"log.flush.interval.ms": "0"})
     assert flush_pass([p]) == 0  # nothing unflushed
-    p.append(batch(4))
+    leader_append(p, batch(4))
     assert flush_pass([p]) == 1
     assert p.log.recovery_point == 4 and p.flushes == 1
     assert flush_pass([p]) == 0
@@ -65,7 +73,7 @@ def test_flush_ms_flushes_dirty_logs_only(tmp_path: Path) -> None:
 
 def test_flush_ms_waits_for_its_interval(tmp_path: Path) -> None:
     p = partition(tmp_path, {"log.flush.interval.ms": "3600000"})
-    p.append(batch(4))
+    leader_append(p, batch(4))
     assert flush_pass([p]) == 0
     p.last_flush_ms -= 3600_000
     assert flush_pass([p]) == 1

@@ -9,10 +9,18 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from pybroker._core import OffsetOutOfRangeError
 from pybroker.config import BrokerConfig, TopicConfig
+from pybroker._core import AppendResult
 from pybroker.log.partition import Partition
 from pybroker.log.retention import apply_retention, deletable_count
 
 NOW = 10_000_000
+
+def leader_append(p: Partition, records: object) -> AppendResult:
+    """Append as the only replica's leader (epoch 0): the high watermark follows."""
+    result = p.append(records, 0)  # type: ignore[arg-type]
+    p.update_high_watermark(p.log.log_end_offset)
+    return result
+
 
 
 def count(segments: list[tuple[int, int, int]], leo: int, **kw: int) -> int:
@@ -75,8 +83,8 @@ def partition(tmp_path: Path, **overrides: object) -> Partition:
 def test_apply_time_retention_moves_log_start_and_deletes_files(tmp_path: Path) -> None:
     p = partition(tmp_path, **{"retention.ms": 1000})
     for i in range(10):  # ~8 segments of ~300 bytes batches, old timestamps
-        p.append(memoryview(batch(2, NOW - 100_000 + i)))
-    p.append(memoryview(batch(2, NOW)))
+        leader_append(p, memoryview(batch(2, NOW - 100_000 + i)))
+    leader_append(p, memoryview(batch(2, NOW)))
     before = p.log.segment_infos()
     assert len(before) > 3
     # the segment holding the new batch (offsets 20-21) stays, all before it go
@@ -98,18 +106,18 @@ def test_apply_time_retention_moves_log_start_and_deletes_files(tmp_path: Path) 
 def test_apply_retention_of_everything_rolls_and_keeps_offsets(tmp_path: Path) -> None:
     p = partition(tmp_path, **{"retention.ms": 1000})
     for _ in range(5):
-        p.append(memoryview(batch(2, NOW - 100_000)))
+        leader_append(p, memoryview(batch(2, NOW - 100_000)))
     apply_retention(p, NOW)
     assert p.log.log_start_offset == p.log.log_end_offset == 10
     assert p.log.segment_infos() == [(10, 0, -1)]
-    assert p.append(memoryview(batch(1, NOW))).base_offset == 10
+    assert leader_append(p, memoryview(batch(1, NOW))).base_offset == 10
     p.close()
 
 
 def test_apply_size_retention(tmp_path: Path) -> None:
     p = partition(tmp_path, **{"retention.bytes": 1000})
     for i in range(20):
-        p.append(memoryview(batch(2, NOW + i)))
+        leader_append(p, memoryview(batch(2, NOW + i)))
     apply_retention(p, NOW)
     assert p.log.size_bytes >= 1000
     assert p.log.size_bytes - p.log.segment_infos()[0][1] < 1000
@@ -119,7 +127,7 @@ def test_apply_size_retention(tmp_path: Path) -> None:
 def test_compact_only_topics_are_not_retained(tmp_path: Path) -> None:
     p = partition(tmp_path, **{"retention.ms": 1, "cleanup.policy": ["compact"]})
     for _ in range(5):
-        p.append(memoryview(batch(2, NOW - 100_000)))
+        leader_append(p, memoryview(batch(2, NOW - 100_000)))
     assert apply_retention(p, NOW) == 0
     assert p.log.log_start_offset == 0
     p.close()

@@ -7,6 +7,7 @@ import pytest
 from pybroker.metrics import LATENCY_BUCKETS_S, BrokerMetrics
 from pybroker.metrics.exposition import escape_label, render
 from pybroker.metrics.http import answer
+from pybroker.purgatory import Purgatory
 
 parser = pytest.importorskip("prometheus_client.parser")
 
@@ -81,9 +82,8 @@ def test_label_values_are_escaped() -> None:
     assert any(('group', 'we"ird\\group') in labels for _, labels in got)
 
 
-class _FakeStore:
-    def topics(self) -> dict[str, object]:
-        return {}
+class _FakeReplicas:
+    partitions: dict[tuple[str, int], object] = {}
 
 
 class _FakeLogs:
@@ -91,9 +91,12 @@ class _FakeLogs:
 
 
 class _FakeBroker:
+    """The parts of a BrokerContext the exposition reads, empty."""
+
     def __init__(self) -> None:
         self.metrics = BrokerMetrics()
-        self.store = _FakeStore()
+        self.purgatory = Purgatory()
+        self.replicas = _FakeReplicas()
         self.logs = _FakeLogs()
 
 

@@ -8,10 +8,18 @@ import anyio
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from pybroker.config import BrokerConfig, TopicConfig
+from pybroker._core import AppendResult
 from pybroker.log.partition import Partition
 from pybroker.producer.expiry import expire_pass, expiry_loop
 
 WRITTEN_AT_MS = 1_000_000
+
+def leader_append(p: Partition, records: object) -> AppendResult:
+    """Append as the only replica's leader (epoch 0): the high watermark follows."""
+    result = p.append(records, 0)  # type: ignore[arg-type]
+    p.update_high_watermark(p.log.log_end_offset)
+    return result
+
 
 
 def batch(producer_id: int, first_seq: int, n: int) -> memoryview:
@@ -31,29 +39,29 @@ def partition(tmp_path: Path) -> Partition:
 def test_idle_producer_is_forgotten_and_may_come_back(tmp_path: Path) -> None:
     p = partition(tmp_path)
     first = batch(7, 0, 3)
-    p.append(first)
-    p.append(batch(8, 0, 1))
-    assert p.append(first).base_offset == 0  # a retry is recognised as a duplicate
+    leader_append(p, first)
+    leader_append(p, batch(8, 0, 1))
+    assert leader_append(p, first).base_offset == 0  # a retry is recognised as a duplicate
     assert p.log.log_end_offset == 4
 
     day = 86_400_000
     # not idle long enough yet
     assert expire_pass([p], day, now_ms=WRITTEN_AT_MS + day - 1) == 0
-    assert p.append(first).base_offset == 0
+    assert leader_append(p, first).base_offset == 0
     assert expire_pass([p], day, now_ms=WRITTEN_AT_MS + day) == 2
     assert expire_pass([p], day, now_ms=WRITTEN_AT_MS + day) == 0
 
     # Kafka accepts a producer it has no state for at any sequence...
-    assert p.append(batch(7, 3, 2)).base_offset == 4
+    assert leader_append(p, batch(7, 3, 2)).base_offset == 4
     # ...and from then on checks its sequence again
-    assert p.append(batch(7, 3, 2)).base_offset == 4
+    assert leader_append(p, batch(7, 3, 2)).base_offset == 4
     assert p.log.log_end_offset == 6
     p.close()
 
 
 def test_the_loop_expires_on_its_interval(tmp_path: Path) -> None:
     p = partition(tmp_path)
-    p.append(batch(1, 0, 1))  # written "long ago" (WRITTEN_AT_MS)
+    leader_append(p, batch(1, 0, 1))  # written "long ago" (WRITTEN_AT_MS)
 
     async def run() -> None:
         with anyio.move_on_after(0.2):
@@ -61,5 +69,5 @@ def test_the_loop_expires_on_its_interval(tmp_path: Path) -> None:
 
     anyio.run(run)
     # forgotten: the same batch is no longer a duplicate
-    assert p.append(batch(1, 0, 1)).base_offset == 1
+    assert leader_append(p, batch(1, 0, 1)).base_offset == 1
     p.close()

@@ -27,8 +27,10 @@ from pybroker.group.offsets import GroupStore, OffsetsTopic
 from pybroker.group.state import Group, GroupState, InitialDelay, OffsetEntry
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.admin.topics import TopicAdmin
     from pybroker.config import BrokerConfig
+    from pybroker.metadata.cache import MetadataCache
+    from pybroker.replica.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +90,10 @@ class GroupCoordinator:
         self._next_retention_check_ms = 0.0
 
     @classmethod
-    def for_broker(cls, broker: Broker) -> GroupCoordinator:
-        return cls(GroupConfig.from_broker(broker.config), OffsetsTopic(broker),
-                   lambda topic, index: broker.partition(topic, index) is not None)
+    def for_broker(cls, config: BrokerConfig, metadata: MetadataCache, replicas: ReplicaManager,
+                   admin: TopicAdmin) -> GroupCoordinator:
+        return cls(GroupConfig.from_broker(config), OffsetsTopic(config, metadata, replicas, admin),
+                   lambda topic, index: metadata.partition(topic, index) is not None)
 
     # --- lifecycle ------------------------------------------------------------------
     def load(self) -> None:

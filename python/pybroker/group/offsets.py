@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Protocol
 from pybroker.group.records import build_batch, iter_records
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.admin.topics import TopicAdmin
+    from pybroker.config import BrokerConfig
+    from pybroker.metadata.cache import MetadataCache
+    from pybroker.replica.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -71,20 +74,24 @@ class MemoryStore:
 class OffsetsTopic:
     """GroupStore over the broker's `__consumer_offsets` partitions."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, metadata: MetadataCache, replicas: ReplicaManager,
+                 admin: TopicAdmin) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.replicas = replicas
+        self.admin = admin
 
     @property
     def partition_count(self) -> int:
-        record = self.broker.topic(OFFSETS_TOPIC)
+        record = self.metadata.topic(OFFSETS_TOPIC)
         if record is not None:
             return len(record.partitions)
-        return int(self.broker.config["offsets.topic.num.partitions"])
+        return int(self.config["offsets.topic.num.partitions"])
 
     def ensure(self) -> None:
-        if self.broker.topic(OFFSETS_TOPIC) is not None:
+        if self.metadata.topic(OFFSETS_TOPIC) is not None:
             return
-        self.broker.create_topic(
+        self.admin.create_topic(
             OFFSETS_TOPIC, self.partition_count, 1,
             {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_SEGMENT_BYTES)})
 
@@ -93,21 +100,21 @@ class OffsetsTopic:
             return
         self.ensure()
         index = partition_for(group_id, self.partition_count)
-        partition = self.broker.partition(OFFSETS_TOPIC, index)
+        partition = self.replicas.get(OFFSETS_TOPIC, index)
         if partition is None:
             raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is not open")
         batch = build_batch(records, int(time.time() * 1000))
-        partition.append(memoryview(batch))
+        partition.append_as_leader(memoryview(batch), required_acks=1)
 
     def load(self) -> Iterator[Record]:
-        record = self.broker.topic(OFFSETS_TOPIC)
+        record = self.metadata.topic(OFFSETS_TOPIC)
         if record is None:
             return
         for index in range(len(record.partitions)):
-            partition = self.broker.partition(OFFSETS_TOPIC, index)
+            partition = self.replicas.get(OFFSETS_TOPIC, index)
             if partition is None:
                 continue
-            offset = partition.log.log_start_offset
+            offset = partition.log_start_offset
             end = partition.high_watermark
             while offset < end:
                 chunk = partition.read(offset, READ_CHUNK_BYTES, True)

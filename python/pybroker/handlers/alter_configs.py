@@ -14,7 +14,7 @@ from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 TOPIC = 2
@@ -22,12 +22,12 @@ BROKER = 4
 BROKER_LOGGER = 8
 
 
-def check_broker_resource(broker: Broker, name: str, config_names: list[str]) -> None:
+def check_broker_resource(ctx: BrokerContext, name: str, config_names: list[str]) -> None:
     """Broker resources: the id must be ours (or empty: the cluster default) and
     no key can be changed at run time."""
-    if name not in ("", str(broker.broker_id)):
+    if name not in ("", str(ctx.broker_id)):
         raise KafkaError(ErrorCode.INVALID_REQUEST,
-                         f"Unexpected broker id, expected {broker.broker_id} or empty string, "
+                         f"Unexpected broker id, expected {ctx.broker_id} or empty string, "
                          f"but received {name}")
     if config_names:
         listed = ", ".join(sorted(config_names))
@@ -53,7 +53,7 @@ def duplicate_resources(resources: list[dict[str, Any]]) -> set[tuple[int, str]]
 
 
 @handles(33, (0, 1))
-async def handle_alter_configs(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_alter_configs(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     validate_only = bool(body["validate_only"])
     dups = duplicate_resources(body["resources"])
@@ -68,9 +68,9 @@ async def handle_alter_configs(broker: Broker, request: Request) -> dict[str, An
             if len(configs) != len(resource["configs"]):
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
             if kind == TOPIC:
-                broker.alter_topic_configs(name, configs, validate_only)
+                ctx.admin.alter_topic_configs(name, configs, validate_only)
             elif kind == BROKER:
-                check_broker_resource(broker, name, list(configs))
+                check_broker_resource(ctx, name, list(configs))
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}")
             responses.append(response(resource))

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 
 @handles(18, (0, 4))
-async def handle_api_versions(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_api_versions(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     from pybroker.server.dispatch import api_versions_body
 
     return api_versions_body()

@@ -8,18 +8,18 @@ from pybroker.errors import KafkaError
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 
 @handles(37, (0, 1))
-async def handle_create_partitions(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_create_partitions(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     results = []
     for topic in body["topics"]:
         assignments = topic["assignments"]
         try:
-            broker.create_partitions(
+            ctx.admin.create_partitions(
                 topic["name"],
                 topic["count"],
                 [a["broker_ids"] for a in assignments] if assignments is not None else None,

@@ -8,12 +8,12 @@ from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 
 @handles(19, (2, 4))
-async def handle_create_topics(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_create_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     names = [t["name"] for t in body["topics"]]
     results = []
@@ -26,7 +26,7 @@ async def handle_create_topics(broker: Broker, request: Request) -> dict[str, An
         assignments = [a["broker_ids"] for a in sorted(topic["assignments"],
                                                         key=lambda a: a["partition_index"])]
         try:
-            broker.create_topic(
+            ctx.admin.create_topic(
                 name,
                 topic["num_partitions"],
                 topic["replication_factor"],

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pybroker.errors import ErrorCode
+from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 log = logging.getLogger(__name__)
@@ -29,31 +29,32 @@ INVALID_LOW_WATERMARK = -1
 
 
 @handles(21, (0, 1))
-async def handle_delete_records(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_delete_records(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     topics = []
     moved = False
     for topic in request.body["topics"]:
         name = topic["name"]
         partitions = []
         for p in topic["partitions"]:
-            code, low = await delete_partition(broker, name, p["partition_index"], p["offset"])
+            code, low = await delete_partition(ctx, name, p["partition_index"], p["offset"])
             moved |= code == 0
             partitions.append({"partition_index": p["partition_index"], "low_watermark": low,
                                "error_code": int(code)})
         topics.append({"name": name, "partitions": partitions})
     if moved:
         try:
-            broker.logs.write_checkpoints()
+            ctx.logs.write_checkpoints()
         except OSError as exc:
             log.error("writing checkpoints after DeleteRecords failed: %s", exc)
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-async def delete_partition(broker: Broker, topic: str, index: int, offset: int
+async def delete_partition(ctx: BrokerContext, topic: str, index: int, offset: int
                            ) -> tuple[ErrorCode, int]:
-    partition = broker.partition(topic, index)
-    if partition is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, INVALID_LOW_WATERMARK
+    try:
+        partition = ctx.replicas.leader_for(topic, index)
+    except KafkaError as exc:
+        return exc.code, INVALID_LOW_WATERMARK
     if "delete" not in partition.config["cleanup.policy"]:
         return ErrorCode.POLICY_VIOLATION, INVALID_LOW_WATERMARK
     high_watermark = partition.high_watermark
@@ -61,7 +62,7 @@ async def delete_partition(broker: Broker, topic: str, index: int, offset: int
         offset = high_watermark
     if offset < 0 or offset > high_watermark:
         return ErrorCode.OFFSET_OUT_OF_RANGE, INVALID_LOW_WATERMARK
-    plog = partition.log
+    plog = partition.log.log
     try:
         if offset > plog.log_start_offset:
             deleted = await anyio.to_thread.run_sync(plog.advance_log_start_offset, offset)

@@ -8,16 +8,16 @@ from pybroker.errors import KafkaError
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 
 @handles(20, (1, 3))
-async def handle_delete_topics(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_delete_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     responses = []
     for name in request.body["topic_names"]:
         try:
-            broker.delete_topic(name)
+            ctx.admin.delete_topic(name)
             code = 0
         except KafkaError as exc:
             code = int(exc.code)

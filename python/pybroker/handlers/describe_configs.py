@@ -13,9 +13,10 @@ from pybroker.config import (
 )
 from pybroker.errors import ErrorCode
 from pybroker.handlers.registry import handles
+from pybroker.log.manager import topic_config
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 TOPIC = 2
@@ -24,7 +25,7 @@ BROKER_LOGGER = 8
 
 
 @handles(32, (1, 3))
-async def handle_describe_configs(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_describe_configs(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     synonyms = bool(body["include_synonyms"])
     docs = bool(body["include_documentation"])
@@ -33,18 +34,18 @@ async def handle_describe_configs(broker: Broker, request: Request) -> dict[str,
         kind, name = resource["resource_type"], resource["resource_name"]
         wanted = resource["configuration_keys"]
         if kind == TOPIC:
-            record = broker.topic(name)
+            record = ctx.metadata.topic(name)
             if record is None:
                 results.append(error(resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                      f"Topic {name} does not exist"))
                 continue
-            entries = topic_entries(broker, record.name, synonyms, docs)
+            entries = topic_entries(ctx, record.name, synonyms, docs)
         elif kind == BROKER:
-            if name not in ("", str(broker.broker_id)):
+            if name not in ("", str(ctx.broker_id)):
                 results.append(error(resource, ErrorCode.INVALID_REQUEST,
-                                     f"Unexpected broker id, expected {broker.broker_id}"))
+                                     f"Unexpected broker id, expected {ctx.broker_id}"))
                 continue
-            entries = broker_entries(broker, synonyms, docs)
+            entries = broker_entries(ctx, synonyms, docs)
         else:
             results.append(error(resource, ErrorCode.INVALID_REQUEST,
                                  f"Unsupported resource type {kind}"))
@@ -62,10 +63,11 @@ def error(resource: dict[str, Any], code: ErrorCode, message: str) -> dict[str, 
             "resource_name": resource["resource_name"], "configs": []}
 
 
-def topic_entries(broker: Broker, topic: str, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
-    record = broker.topic(topic)
+def topic_entries(ctx: BrokerContext, topic: str, synonyms: bool,
+                  docs: bool) -> list[dict[str, Any]]:
+    record = ctx.metadata.topic(topic)
     assert record is not None
-    config = broker.topic_config(record)
+    config = topic_config(ctx.config, record)
     entries = []
     for name in sorted(TOPIC_KEYS):
         key = TOPIC_KEYS[name]
@@ -76,8 +78,8 @@ def topic_entries(broker: Broker, topic: str, synonyms: bool, docs: bool) -> lis
             if source is ConfigSource.DYNAMIC_TOPIC_CONFIG:
                 syn.append({"name": name, "value": format_value(key, value),
                             "source": int(source)})
-            syn.append({"name": key.name, "value": format_value(key, broker.config.topic_default(
-                name)), "source": int(broker.config.topic_default_source(name))})
+            syn.append({"name": key.name, "value": format_value(key, ctx.config.topic_default(
+                name)), "source": int(ctx.config.topic_default_source(name))})
         entries.append({
             "name": name,
             "value": format_value(key, value),
@@ -92,11 +94,11 @@ def topic_entries(broker: Broker, topic: str, synonyms: bool, docs: bool) -> lis
     return entries
 
 
-def broker_entries(broker: Broker, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
+def broker_entries(ctx: BrokerContext, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
     entries = []
     for key in BROKER_CONFIGS:
-        source = broker.config.source(key.name)
-        value = format_value(key, broker.config[key.name])
+        source = ctx.config.source(key.name)
+        value = format_value(key, ctx.config[key.name])
         entries.append({
             "name": key.name,
             "value": value,

@@ -9,24 +9,24 @@ from pybroker.group.state import GroupState
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 NO_OPERATIONS = -2147483648
 
 
 @handles(15, (0, 4))
-async def handle_describe_groups(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_describe_groups(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     return {"throttle_time_ms": 0,
-            "groups": [describe(broker, g) for g in request.body["groups"] or []]}
+            "groups": [describe(ctx, g) for g in request.body["groups"] or []]}
 
 
-def describe(broker: Broker, group_id: str) -> dict[str, Any]:
+def describe(ctx: BrokerContext, group_id: str) -> dict[str, Any]:
     if not group_id:
         return {"error_code": int(ErrorCode.INVALID_GROUP_ID), "group_id": group_id,
                 "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
                 "authorized_operations": NO_OPERATIONS}
-    group = broker.groups.describe_group(group_id)
+    group = ctx.groups.describe_group(group_id)
     if group is None:
         return {"error_code": 0, "group_id": group_id, "group_state": GroupState.DEAD.value,
                 "protocol_type": "", "protocol_data": "", "members": [],

@@ -1,8 +1,9 @@
 """Fetch (1): record bytes from many partitions, long-polled.
 
-A fetch answers at once when it has `min_bytes`, else waits (woken by appends)
-until it has them or `max_wait_ms` passes. Record bytes come back as file
-slices that the connection sends with sendfile(2). Fetch sessions (KIP-227)
+A fetch answers at once when it has `min_bytes`, else waits in the purgatory
+(woken when a high watermark moves) until it has them or `max_wait_ms` passes.
+Consumers read only from the leader, and only up to the high watermark. Record
+bytes come back as file slices that the connection sends with sendfile(2). Fetch sessions (KIP-227)
 are not kept: session_id is always 0, so every fetch is a full one."""
 
 from __future__ import annotations
@@ -10,72 +11,55 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from pybroker import _core
-from pybroker.errors import ErrorCode
+from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
-    from pybroker.log.partition import Partition
+    from pybroker.handlers.context import BrokerContext
+    from pybroker.replica.partition import ReplicaPartition
     from pybroker.server.dispatch import Request
 
 MAX_BYTES_DEFAULT = 0x7FFFFFFF
 
 
 @handles(1, (4, 11))
-async def handle_fetch(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     deadline = request.received_ms + max(0, body["max_wait_ms"]) / 1000
     min_bytes = body["min_bytes"]
     while True:
-        topics, total, errors, partitions = read_all(broker, body)
+        topics, total, errors, partitions = read_all(ctx, body)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0 or not partitions:
             if total:
-                broker.metrics.record_fetch(topics)
+                ctx.metrics.record_fetch(topics)
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
-        woken = anyio.Event()
-        for partition in partitions:
-            partition.add_waiter(woken)
-        broker.metrics.fetch_purgatory_size += 1
-        try:
-            with anyio.move_on_after(remaining):
-                await woken.wait()
-        finally:
-            broker.metrics.fetch_purgatory_size -= 1
-            for partition in partitions:
-                partition.remove_waiter(woken)
+        # woken when a high watermark moves: what is readable only grows then
+        await ctx.purgatory.wait_for_notify("fetch", [p.hw_key for p in partitions], remaining)
 
 
 def read_all(
-    broker: Broker, body: dict[str, Any]
-) -> tuple[list[dict[str, Any]], int, bool, list[Partition]]:
+    ctx: BrokerContext, body: dict[str, Any]
+) -> tuple[list[dict[str, Any]], int, bool, list[ReplicaPartition]]:
     """One pass over the requested partitions: (responses, bytes, any error, partitions)."""
     max_bytes = body["max_bytes"] or MAX_BYTES_DEFAULT
     total = 0
     errors = False
-    seen: list[Partition] = []
+    seen: list[ReplicaPartition] = []
     topics = []
     for topic in body["topics"]:
         name = topic["topic"]
         results = []
         for p in topic["partitions"]:
             index = p["partition"]
-            partition = broker.partition(name, index)
-            if partition is None:
+            try:
+                partition = ctx.replicas.leader_for(name, index, p["current_leader_epoch"])
+            except KafkaError as exc:
                 errors = True
-                results.append(partition_error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                results.append(partition_error(index, exc.code))
                 continue
             seen.append(partition)
-            epoch = p["current_leader_epoch"]
-            if epoch >= 0 and epoch != partition.leader_epoch:
-                errors = True
-                code = (ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch
-                        else ErrorCode.UNKNOWN_LEADER_EPOCH)
-                results.append(partition_error(index, code))
-                continue
             limit = min(p["partition_max_bytes"], max_bytes - total)
             records = None
             code = ErrorCode.NONE
@@ -94,7 +78,7 @@ def read_all(
                 "error_code": int(code),
                 "high_watermark": hw,
                 "last_stable_offset": hw,
-                "log_start_offset": partition.log.log_start_offset,
+                "log_start_offset": partition.log_start_offset,
                 "aborted_transactions": None,
                 "preferred_read_replica": -1,
                 "records": records if records is not None else b"",

@@ -19,20 +19,21 @@ from pybroker.handlers.alter_configs import (
     response,
 )
 from pybroker.handlers.registry import handles
+from pybroker.log.manager import topic_config
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def apply_ops(broker: Broker, topic: str, ops: list[dict[str, Any]]) -> dict[str, str | None]:
+def apply_ops(ctx: BrokerContext, topic: str, ops: list[dict[str, Any]]) -> dict[str, str | None]:
     """The topic's new override set after `ops`."""
-    record = broker.topic(topic)
+    record = ctx.metadata.topic(topic)
     if record is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {topic} does not exist")
-    effective = broker.topic_config(record)
+    effective = topic_config(ctx.config, record)
     configs: dict[str, str | None] = dict(record.configs)
     for op in ops:
         name, kind, value = op["name"], op["config_operation"], op["value"]
@@ -62,7 +63,7 @@ def apply_ops(broker: Broker, topic: str, ops: list[dict[str, Any]]) -> dict[str
 
 
 @handles(44, (0, 0))
-async def handle_incremental_alter_configs(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_incremental_alter_configs(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     validate_only = bool(body["validate_only"])
     dups = duplicate_resources(body["resources"])
@@ -77,9 +78,9 @@ async def handle_incremental_alter_configs(broker: Broker, request: Request) -> 
             if len({op["name"] for op in ops}) != len(ops):
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
             if kind == TOPIC:
-                broker.alter_topic_configs(name, apply_ops(broker, name, ops), validate_only)
+                ctx.admin.alter_topic_configs(name, apply_ops(ctx, name, ops), validate_only)
             elif kind == BROKER:
-                check_broker_resource(broker, name, [op["name"] for op in ops])
+                check_broker_resource(ctx, name, [op["name"] for op in ops])
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}")
             responses.append(response(resource))

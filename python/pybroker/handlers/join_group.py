@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 
@@ -18,9 +18,9 @@ def client_host(request: Request) -> str:
 
 
 @handles(11, (0, 5))
-async def handle_join_group(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_join_group(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
-    return await broker.groups.join_group(
+    return await ctx.groups.join_group(
         group_id=body["group_id"],
         member_id=body["member_id"] or "",
         group_instance_id=body["group_instance_id"] if request.version >= 5 else None,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pybroker.errors import ErrorCode
+from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 LATEST = -1
@@ -16,33 +16,29 @@ EARLIEST = -2
 
 
 @handles(2, (1, 5))
-async def handle_list_offsets(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_list_offsets(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     topics = []
     for topic in request.body["topics"]:
         name = topic["name"]
-        partitions = [lookup(broker, name, p) for p in topic["partitions"]]
+        partitions = [lookup(ctx, name, p) for p in topic["partitions"]]
         topics.append({"name": name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def lookup(broker: Broker, topic: str, p: dict[str, Any]) -> dict[str, Any]:
+def lookup(ctx: BrokerContext, topic: str, p: dict[str, Any]) -> dict[str, Any]:
     index = p["partition_index"]
-    partition = broker.partition(topic, index)
-    if partition is None:
-        return answer(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    epoch = p["current_leader_epoch"]
-    if epoch >= 0 and epoch != partition.leader_epoch:
-        code = (ErrorCode.FENCED_LEADER_EPOCH if epoch < partition.leader_epoch
-                else ErrorCode.UNKNOWN_LEADER_EPOCH)
-        return answer(index, code)
+    try:
+        partition = ctx.replicas.leader_for(topic, index, p["current_leader_epoch"])
+    except KafkaError as exc:
+        return answer(index, exc.code)
     timestamp = p["timestamp"]
     if timestamp == LATEST:
         return answer(index, offset=partition.high_watermark, epoch=partition.leader_epoch)
     if timestamp == EARLIEST:
-        return answer(index, offset=partition.log.log_start_offset, epoch=partition.leader_epoch)
+        return answer(index, offset=partition.log_start_offset, epoch=partition.leader_epoch)
     if timestamp < 0:
         return answer(index, ErrorCode.UNSUPPORTED_VERSION)
-    found = partition.log.offset_for_timestamp(timestamp)
+    found = partition.offset_for_timestamp(timestamp)
     if found is None:
         return answer(index)
     offset, ts = found

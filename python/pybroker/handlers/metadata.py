@@ -9,14 +9,15 @@ from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
+    from pybroker.metadata.cache import MetadataCache
     from pybroker.server.dispatch import Request
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 @handles(3, (0, 8))
-async def handle_metadata(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     requested = body["topics"]
     # v0: an empty list means every topic; v1+: null does
@@ -25,33 +26,34 @@ async def handle_metadata(broker: Broker, request: Request) -> dict[str, Any]:
         may_create = bool(body["allow_auto_topic_creation"])
     else:
         may_create = True
+    metadata = ctx.metadata
     if wants_all:
-        topics = [topic_metadata(r) for r in broker.store.topics().values()]
+        topics = [topic_metadata(metadata, r) for r in list(metadata.topics.values())]
     else:
-        topics = [lookup(broker, t["name"], may_create) for t in requested]
-    host, port = broker.advertised_host_port
+        topics = [lookup(ctx, t["name"], may_create) for t in requested]
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": broker.broker_id, "host": host, "port": port, "rack": None}],
-        "cluster_id": broker.store.cluster_id,
-        "controller_id": broker.broker_id,
+        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in metadata.brokers.values()],
+        "cluster_id": metadata.cluster_id,
+        "controller_id": metadata.controller_id,
         "topics": topics,
         "cluster_authorized_operations": -2147483648,
     }
 
 
-def lookup(broker: Broker, name: str, may_create: bool) -> dict[str, Any]:
-    record = broker.topic(name)
+def lookup(ctx: BrokerContext, name: str, may_create: bool) -> dict[str, Any]:
+    record = ctx.metadata.topic(name)
     if record is None:
         try:
             validate_topic_name(name)
             if may_create:
-                record = broker.auto_create_topic(name)
+                record = ctx.admin.auto_create_topic(name)
         except KafkaError as exc:
             return topic_error(name, exc.code)
         if record is None:
             return topic_error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    return topic_metadata(record)
+    return topic_metadata(ctx.metadata, record)
 
 
 def topic_error(name: str, code: ErrorCode) -> dict[str, Any]:
@@ -59,22 +61,25 @@ def topic_error(name: str, code: ErrorCode) -> dict[str, Any]:
             "topic_authorized_operations": -2147483648}
 
 
-def topic_metadata(record: TopicRecord) -> dict[str, Any]:
+def topic_metadata(metadata: MetadataCache, record: TopicRecord) -> dict[str, Any]:
+    live = metadata.brokers
+    partitions = []
+    for index, state in enumerate(record.partitions):
+        # as Kafka: a partition whose leader is not alive has LEADER_NOT_AVAILABLE
+        code = ErrorCode.NONE if state.leader in live else ErrorCode.LEADER_NOT_AVAILABLE
+        partitions.append({
+            "error_code": int(code),
+            "partition_index": index,
+            "leader_id": state.leader if state.leader in live else -1,
+            "leader_epoch": state.leader_epoch,
+            "replica_nodes": state.replicas,
+            "isr_nodes": state.isr,
+            "offline_replicas": [b for b in state.replicas if b not in live],
+        })
     return {
         "error_code": 0,
         "name": record.name,
         "is_internal": record.name in INTERNAL_TOPICS,
-        "partitions": [
-            {
-                "error_code": 0,
-                "partition_index": index,
-                "leader_id": state.leader,
-                "leader_epoch": state.leader_epoch,
-                "replica_nodes": state.replicas,
-                "isr_nodes": state.isr,
-                "offline_replicas": [],
-            }
-            for index, state in enumerate(record.partitions)
-        ],
+        "partitions": partitions,
         "topic_authorized_operations": -2147483648,
     }

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 
 @handles(8, (2, 7))
-async def handle_offset_commit(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_offset_commit(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     topics = [
         (t["name"], [(p["partition_index"], p["committed_offset"],
@@ -21,7 +21,7 @@ async def handle_offset_commit(broker: Broker, request: Request) -> dict[str, An
                      for p in t["partitions"] or []])
         for t in body["topics"] or []
     ]
-    results = broker.groups.commit_offsets(
+    results = ctx.groups.commit_offsets(
         body["group_id"], body["generation_id_or_member_epoch"], body["member_id"] or "",
         body["group_instance_id"] if request.version >= 7 else None, topics)
     return {

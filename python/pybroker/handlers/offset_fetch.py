@@ -7,17 +7,17 @@ from typing import TYPE_CHECKING, Any
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 
 @handles(9, (1, 5))
-async def handle_offset_fetch(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     requested = body["topics"]
     topics = None if requested is None else [
         (t["name"], list(t["partition_indexes"] or [])) for t in requested]
-    results = broker.groups.fetch_offsets(body["group_id"], topics)
+    results = ctx.groups.fetch_offsets(body["group_id"], topics)
     out = []
     for name, parts in results:
         partitions = []

@@ -1,7 +1,8 @@
 """Produce (0): validate and append each partition's record batches.
 
 Batches go to the Rust log as the memoryview the request was decoded into: the
-records are never copied or decoded in Python. acks=0 answers nothing."""
+records are never copied or decoded in Python. acks=0 answers nothing; acks=all
+answers once the ISR has the records (see wait_for_isr)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from pybroker import _core
-from pybroker.errors import ErrorCode
+from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
+    from pybroker.replica.partition import ReplicaPartition
     from pybroker.server.dispatch import Request
 
 log = logging.getLogger(__name__)
@@ -32,58 +34,86 @@ FIRST_SUPPORTED_VERSION = 3  # v0-2 carry message formats 0/1, which this broker
 
 
 @handles(0, (0, 8))
-async def handle_produce(broker: Broker, request: Request) -> dict[str, Any] | None:
+async def handle_produce(ctx: BrokerContext, request: Request) -> dict[str, Any] | None:
     body = request.body
     acks = body["acks"]
     responses = []
+    # acks=all appends that wait for the ISR: (partition, offset to reach, its answer)
+    waiting: list[tuple[ReplicaPartition, int, dict[str, Any]]] = []
     for topic in body["topic_data"]:
         name = topic["name"]
-        partitions = [
-            {"index": p["index"], **append_partition(broker, request.version, acks, name, p)}
-            for p in topic["partition_data"]
-        ]
+        partitions = []
+        for p in topic["partition_data"]:
+            answer, appended = append_partition(ctx, request.version, acks, name, p)
+            answer = {"index": p["index"], **answer}
+            if appended is not None and acks == -1:
+                waiting.append((appended[0], appended[1], answer))
+            partitions.append(answer)
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         return None
+    if waiting:
+        await wait_for_isr(ctx, waiting, request.received_ms + max(0, body["timeout_ms"]) / 1000)
     return {"responses": responses, "throttle_time_ms": 0}
 
 
+async def wait_for_isr(ctx: BrokerContext,
+                       waiting: list[tuple[ReplicaPartition, int, dict[str, Any]]],
+                       deadline: float) -> None:
+    """acks=all: answer once every partition's high watermark passed the appended
+    records (the whole ISR has them), or with REQUEST_TIMED_OUT at the request's
+    timeout_ms, as Kafka's DelayedProduce does."""
+    def settled() -> bool:
+        return all(p.acks_all_status(offset) is not None for p, offset, _ in waiting)
+
+    await ctx.purgatory.wait_until("produce", {p.hw_key for p, _, _ in waiting}, settled,
+                                   deadline)
+    for partition, offset, answer in waiting:
+        status = partition.acks_all_status(offset)
+        if status is None:
+            status = ErrorCode.REQUEST_TIMED_OUT
+        if status != ErrorCode.NONE:
+            answer.update(failed(status))
+
+
 def append_partition(
-    broker: Broker, version: int, acks: int, topic: str, data: dict[str, Any]
-) -> dict[str, Any]:
+    ctx: BrokerContext, version: int, acks: int, topic: str, data: dict[str, Any]
+) -> tuple[dict[str, Any], tuple[ReplicaPartition, int] | None]:
+    """Append one partition's batches: (its answer, (partition, offset past the
+    appended records) when something was appended)."""
     if version < FIRST_SUPPORTED_VERSION:
-        return failed(ErrorCode.UNSUPPORTED_VERSION)
+        return failed(ErrorCode.UNSUPPORTED_VERSION), None
     if acks not in (-1, 0, 1):
-        return failed(ErrorCode.INVALID_REQUIRED_ACKS)
-    partition = broker.partition(topic, data["index"])
-    if partition is None:
-        return failed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return failed(ErrorCode.INVALID_REQUIRED_ACKS), None
+    try:
+        partition = ctx.replicas.leader_for(topic, data["index"])
+    except KafkaError as exc:
+        return failed(exc.code), None
     records = data["records"]
     if records is None or len(records) == 0:
-        return failed(ErrorCode.CORRUPT_MESSAGE, "empty record set")
-    if len(records) > partition.segment_bytes:
-        return failed(ErrorCode.RECORD_LIST_TOO_LARGE)
-    if acks == -1 and partition.min_insync_replicas > 1 and len(
-            broker.topic(topic).partitions[data["index"]].isr  # type: ignore[union-attr]
-    ) < partition.min_insync_replicas:
-        return failed(ErrorCode.NOT_ENOUGH_REPLICAS)
+        return failed(ErrorCode.CORRUPT_MESSAGE, "empty record set"), None
+    if len(records) > partition.log.segment_bytes:
+        return failed(ErrorCode.RECORD_LIST_TOO_LARGE), None
     try:
-        result = partition.append(records)
+        result = partition.append_as_leader(records, acks)
+    except KafkaError as exc:
+        return failed(exc.code, exc.message), None
     except Exception as exc:
         for kind, code in APPEND_ERRORS:
             if isinstance(exc, kind):
-                return failed(code, str(exc))
+                return failed(code, str(exc)), None
         log.exception("append to %s-%d failed", topic, data["index"])
-        return failed(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
-    broker.metrics.record_produce(topic, len(records), result.record_count)
-    return {
+        return failed(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)), None
+    ctx.metrics.record_produce(topic, len(records), result.record_count)
+    answer = {
         "error_code": 0,
         "base_offset": result.base_offset,
         "log_append_time_ms": result.log_append_time_ms,
-        "log_start_offset": partition.log.log_start_offset,
+        "log_start_offset": partition.log_start_offset,
         "record_errors": [],
         "error_message": None,
     }
+    return answer, (partition, result.last_offset + 1)
 
 
 def failed(code: ErrorCode, message: str | None = None) -> dict[str, Any]:

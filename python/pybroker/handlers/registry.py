@@ -10,11 +10,11 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 Body = dict[str, Any]
-HandlerFn = Callable[["Broker", "Request"], Awaitable["Body | None"]]
+HandlerFn = Callable[["BrokerContext", "Request"], Awaitable["Body | None"]]
 
 
 @dataclasses.dataclass(frozen=True)

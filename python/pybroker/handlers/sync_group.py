@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Any
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
 
 @handles(14, (0, 3))
-async def handle_sync_group(broker: Broker, request: Request) -> dict[str, Any]:
+async def handle_sync_group(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
-    return await broker.groups.sync_group(
+    return await ctx.groups.sync_group(
         group_id=body["group_id"],
         generation=body["generation_id"],
         member_id=body["member_id"] or "",

@@ -45,13 +45,16 @@ class LogManager:
         self._clean: dict[Path, bool] = {}
         self._recovery_points: dict[Path, dict[tuple[str, int], int]] = {}
         self._log_starts: dict[Path, dict[tuple[str, int], int]] = {}
+        self._high_watermarks: dict[Path, dict[tuple[str, int], int]] = {}
         #: fsyncs of logs that are gone (deleted topics), so `flushes` never goes back
         self._flushes_closed = 0
         #: the compaction scheduler, once run_schedulers started it
         self.cleaner: Cleaner | None = None
 
     # --- lifecycle ---
-    def startup(self, topics: dict[str, TopicRecord]) -> None:
+    def startup(self) -> None:
+        """Read the log dirs' checkpoints and clean-shutdown markers; partitions
+        are opened afterwards, as the replica layer takes them on."""
         for directory in self.dirs:
             directory.mkdir(parents=True, exist_ok=True)
             self._write_meta(directory)
@@ -59,14 +62,11 @@ class LogManager:
             self._clean[directory] = marker.exists()
             self._recovery_points[directory] = read_checkpoint(directory / RECOVERY_POINT_FILE)
             self._log_starts[directory] = read_checkpoint(directory / LOG_START_FILE)
-        for record in topics.values():
-            for index in range(len(record.partitions)):
-                self.open_partition(record, index)
-        # the marker only vouches for the shutdown before this start
+            self._high_watermarks[directory] = read_checkpoint(directory / REPLICATION_FILE)
+        # the marker only vouches for the shutdown before this start (the flags are
+        # kept in memory for the partitions opened later)
         for directory in self.dirs:
             (directory / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
-        log.info("loaded %d partitions from %s", len(self.partitions),
-                 ", ".join(map(str, self.dirs)))
 
     def shutdown(self) -> None:
         for partition in self.partitions.values():
@@ -138,7 +138,7 @@ class LogManager:
             recovery_point=self._recovery_points.get(directory, {}).get(key, 0),
             log_start_offset=self._log_starts.get(directory, {}).get(key, 0),
             clean_shutdown=self._clean.get(directory, False),
-            leader_epoch=record.partitions[index].leader_epoch,
+            high_watermark=self._high_watermarks.get(directory, {}).get(key, 0),
         )
         self.partitions[key] = partition
         return partition

@@ -1,13 +1,16 @@
-"""One partition replica on this broker: its log, its config and the waiters
-(long-poll fetches) to wake when it grows."""
+"""One partition's local log on this broker: the Rust log, its topic config, its
+flush state and its high watermark.
+
+The high watermark is kept here, beside the log it bounds (as Kafka's
+UnifiedLog does), but it is moved only by the replica layer
+(`pybroker.replica.partition`), which knows the ISR and the followers' log end
+offsets; reads for consumers stop at it."""
 
 from __future__ import annotations
 
 import logging
 import time
 from pathlib import Path
-
-import anyio
 
 from pybroker._core import AppendResult, FileSlice, PartitionLog
 from pybroker.config import TopicConfig
@@ -38,13 +41,12 @@ class Partition:
         recovery_point: int,
         log_start_offset: int,
         clean_shutdown: bool,
-        leader_epoch: int = 0,
+        high_watermark: int = 0,
     ) -> None:
         self.topic = topic
         self.index = index
         self.directory = directory
         self._use_config(config)
-        self.leader_epoch = leader_epoch
         self.log = PartitionLog(
             str(directory),
             recovery_point=recovery_point,
@@ -52,19 +54,19 @@ class Partition:
             clean_shutdown=clean_shutdown,
             **log_options(config),  # type: ignore[arg-type]
         )
-        self._waiters: list[anyio.Event] = []
+        # the replication-offset-checkpoint value, within what the log holds
+        self.high_watermark = min(max(high_watermark, self.log.log_start_offset),
+                                  self.log.log_end_offset)
         #: fsyncs of this log (flush policy, see log/flush.py) and when the last one was
         self.flushes = 0
         self.last_flush_ms = int(time.time() * 1000)
 
-    @property
-    def high_watermark(self) -> int:
-        # single node: every appended record is committed
-        return self.log.log_end_offset
+    def update_high_watermark(self, offset: int) -> None:
+        self.high_watermark = min(max(offset, self.log.log_start_offset), self.log.log_end_offset)
 
-    def append(self, records: memoryview) -> AppendResult:
-        result = self.log.append(records, self.leader_epoch, int(time.time() * 1000))
-        self.wake_waiters()
+    def append(self, records: memoryview, leader_epoch: int) -> AppendResult:
+        """Append as leader: offsets assigned here, batches stamped with leader_epoch."""
+        result = self.log.append(records, leader_epoch, int(time.time() * 1000))
         if self.log.log_end_offset - self.log.recovery_point >= self.flush_messages:
             self.flush()
         return result
@@ -93,21 +95,5 @@ class Partition:
     def read(self, offset: int, max_bytes: int, min_one: bool) -> FileSlice | None:
         return self.log.read(offset, max_bytes, min_one=min_one, max_offset=self.high_watermark)
 
-    def add_waiter(self, event: anyio.Event) -> None:
-        self._waiters.append(event)
-
-    def remove_waiter(self, event: anyio.Event) -> None:
-        try:
-            self._waiters.remove(event)
-        except ValueError:
-            pass
-
-    def wake_waiters(self) -> None:
-        if self._waiters:
-            waiters, self._waiters = self._waiters, []
-            for event in waiters:
-                event.set()
-
     def close(self) -> None:
-        self.wake_waiters()
         self.log.close()

@@ -52,8 +52,6 @@ class BrokerMetrics:
         #: API key -> request count and latency
         self.requests: dict[int, RequestStats] = {}
         #: long-polling fetches waiting for data / acks=all produces waiting for replicas
-        self.fetch_purgatory_size = 0
-        self.produce_purgatory_size = 0
         self.connections_open = 0
         self.connections_total = 0
         #: bumped by replication when it shrinks / expands an ISR (always 0 on one node)

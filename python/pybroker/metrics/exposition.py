@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pybroker.metrics import LATENCY_BUCKETS_S, BrokerMetrics
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -64,8 +64,9 @@ def api_name(api_key: int) -> str:
     return api.name if api is not None else str(api_key)
 
 
-def render(metrics: BrokerMetrics, broker: Broker | None = None) -> str:
-    """The whole exposition: request-path counters plus gauges read off `broker`."""
+def render(metrics: BrokerMetrics, broker: BrokerContext | None = None) -> str:
+    """The whole exposition: request-path counters plus gauges read off the broker's
+    parts (`broker`, when given)."""
     out = Exposition()
     per_topic = (
         ("pybroker_topic_bytes_in", metrics.bytes_in,
@@ -97,8 +98,8 @@ def render(metrics: BrokerMetrics, broker: Broker | None = None) -> str:
 
     out.family("pybroker_purgatory_size", "gauge",
                "Requests waiting in purgatory: long-polling fetches, acks=all produces.",
-               [((("operation", "fetch"),), metrics.fetch_purgatory_size),
-                ((("operation", "produce"),), metrics.produce_purgatory_size)])
+               [((("operation", kind),), broker.purgatory.waiting[kind] if broker else 0)
+                for kind in ("fetch", "produce")])
     out.family("pybroker_connections", "gauge", "Open client connections.",
                [((), metrics.connections_open)])
     out.family("pybroker_connections_opened_total", "counter", "Client connections accepted.",
@@ -119,7 +120,7 @@ def render(metrics: BrokerMetrics, broker: Broker | None = None) -> str:
     return out.text()
 
 
-def group_lag_rows(broker: Broker) -> list[tuple[str, str, int, int]]:
+def group_lag_rows(broker: BrokerContext) -> list[tuple[str, str, int, int]]:
     """(group, topic, partition, lag) from the group coordinator's committed offsets,
     for partitions this broker hosts (none when the broker has no coordinator)."""
     coordinator = getattr(broker, "groups", None)
@@ -129,17 +130,17 @@ def group_lag_rows(broker: Broker) -> list[tuple[str, str, int, int]]:
     rows = []
     for group_id, group in groups.items():
         for (topic, index), entry in getattr(group, "offsets", {}).items():
-            partition = broker.logs.partitions.get((topic, index))
+            partition = broker.replicas.get(topic, index)
             if partition is not None and entry.offset >= 0:
                 rows.append((group_id, topic, index,
                              max(0, partition.high_watermark - entry.offset)))
     return rows
 
 
-def _broker_gauges(out: Exposition, broker: Broker) -> None:
-    topics = broker.store.topics()
-    under = sum(1 for record in topics.values() for state in record.partitions
-                if len(state.isr) < len(state.replicas))
+def _broker_gauges(out: Exposition, broker: BrokerContext) -> None:
+    # counted by each partition's leader, as Kafka's UnderReplicatedPartitions
+    under = sum(1 for p in broker.replicas.partitions.values()
+                if p.is_leader and len(p.isr) < len(p.replicas))
     out.family("pybroker_under_replicated_partitions", "gauge",
                "Partitions whose ISR is smaller than their replica set.", [((), under)])
     out.family("pybroker_partitions", "gauge", "Partition replicas hosted by this broker.",

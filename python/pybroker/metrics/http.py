@@ -15,7 +15,7 @@ import anyio.abc
 from pybroker.metrics.exposition import CONTENT_TYPE, render
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ def response(status: str, body: bytes, content_type: str = "text/plain; charset=
     return head if head_only else head + body
 
 
-def answer(broker: Broker, request_head: bytes) -> bytes:
+def answer(broker: BrokerContext, request_head: bytes) -> bytes:
     """The response bytes for one request head (everything before the blank line)."""
     try:
         method, target, _ = request_head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
@@ -46,7 +46,7 @@ def answer(broker: Broker, request_head: bytes) -> bytes:
     return response("200 OK", body, CONTENT_TYPE, head_only=method == "HEAD")
 
 
-async def handle_client(broker: Broker, stream: anyio.abc.SocketStream) -> None:
+async def handle_client(broker: BrokerContext, stream: anyio.abc.SocketStream) -> None:
     async with stream:
         head = b""
         try:
@@ -63,7 +63,7 @@ async def handle_client(broker: Broker, stream: anyio.abc.SocketStream) -> None:
             log.exception("metrics request failed")
 
 
-async def serve_metrics(broker: Broker, host: str, port: int, *,
+async def serve_metrics(broker: BrokerContext, host: str, port: int, *,
                         task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
     """Listen on host:port and answer scrapes until cancelled."""
     listener = await anyio.create_tcp_listener(local_host=host or None, local_port=port,

@@ -13,7 +13,7 @@ from pybroker.handlers.registry import HANDLERS
 from pybroker.server.connection import Connection
 
 if TYPE_CHECKING:
-    from pybroker.broker import Broker
+    from pybroker.handlers.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +34,9 @@ class Request:
 
 
 class Dispatcher:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.metrics = broker.metrics
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.context = ctx
+        self.metrics = ctx.metrics
 
     async def handle_frame(self, conn: Connection, frame: memoryview) -> bool:
         """Handle one request; False closes the connection."""
@@ -75,7 +75,7 @@ class Dispatcher:
             await conn.flush()
         request = Request(header, body, conn, time.monotonic())
         try:
-            response = await spec.fn(self.broker, request)
+            response = await spec.fn(self.context, request)
         except Exception:
             log.exception("%s v%d from %s failed", protocol.APIS[header.api_key].name,
                           header.api_version, conn.peer)

@@ -1,0 +1,38 @@
+"""What a request handler may use: the broker's parts, each with one job,
+rather than the whole broker."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pybroker.admin.topics import TopicAdmin
+from pybroker.config import BrokerConfig
+from pybroker.group.coordinator import GroupCoordinator
+from pybroker.log.manager import LogManager
+from pybroker.metadata.cache import BrokerEndpoint, MetadataCache
+from pybroker.metrics import BrokerMetrics
+from pybroker.producer.ids import ProducerIdAllocator
+from pybroker.purgatory import Purgatory
+from pybroker.replica.manager import ReplicaManager
+
+
+@dataclasses.dataclass(frozen=True)
+class BrokerContext:
+    broker_id: int
+    config: BrokerConfig
+    metadata: MetadataCache
+    replicas: ReplicaManager
+    purgatory: Purgatory
+    admin: TopicAdmin
+    groups: GroupCoordinator
+    producer_ids: ProducerIdAllocator
+    logs: LogManager
+    metrics: BrokerMetrics
+
+    @property
+    def endpoint(self) -> BrokerEndpoint:
+        """This broker as clients reach it (its advertised listener)."""
+        endpoint = self.metadata.broker(self.broker_id)
+        if endpoint is None:
+            raise RuntimeError("the broker has not registered its listener yet")
+        return endpoint

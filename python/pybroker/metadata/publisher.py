@@ -1,0 +1,30 @@
+"""Applies a metadata change to this broker: the cache handlers read, then the
+replica layer (open logs, become leader or follower). One path for every
+source of change — the single node's own admin operations today, the
+cluster's coordination store (watches) in cluster mode — so a single node is a
+cluster of one, not a second code path."""
+
+from __future__ import annotations
+
+from pybroker.coordination.base import TopicRecord
+from pybroker.metadata.cache import MetadataCache
+from pybroker.replica.manager import ReplicaManager
+
+
+class MetadataPublisher:
+    def __init__(self, metadata: MetadataCache, replicas: ReplicaManager) -> None:
+        self.metadata = metadata
+        self.replicas = replicas
+
+    def topic_changed(self, record: TopicRecord) -> None:
+        """A topic was created, grew, or its partition states changed."""
+        self.metadata.update_topic(record)
+        self.replicas.apply_topic(record)
+
+    def topic_deleted(self, name: str) -> None:
+        self.metadata.remove_topic(name)
+        self.replicas.remove_topic(name)
+
+    def topic_configs_changed(self, record: TopicRecord) -> None:
+        self.metadata.update_topic(record)
+        self.replicas.update_topic_config(record)

@@ -1,0 +1,79 @@
+"""The replica manager: every partition this broker holds a replica of, the
+role it plays for each (leader or follower), and the way metadata changes
+reach them (Kafka's ReplicaManager.becomeLeaderOrFollower).
+
+Whoever learns of a topic's partition states — the local controller of a
+single node, or the cluster's controller through the coordination store —
+calls `apply_topic`; the manager opens the logs this broker is assigned and
+makes each partition leader or follower at the state's leader epoch."""
+
+from __future__ import annotations
+
+import logging
+
+from pybroker.coordination.base import TopicRecord
+from pybroker.errors import ErrorCode, KafkaError
+from pybroker.log.manager import LogManager
+from pybroker.purgatory import Purgatory
+from pybroker.replica.partition import ReplicaPartition
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, logs: LogManager, purgatory: Purgatory) -> None:
+        self.broker_id = broker_id
+        self.logs = logs
+        self.purgatory = purgatory
+        self.partitions: dict[tuple[str, int], ReplicaPartition] = {}
+
+    def get(self, topic: str, index: int) -> ReplicaPartition | None:
+        return self.partitions.get((topic, index))
+
+    def leader_for(self, topic: str, index: int,
+                   current_leader_epoch: int = -1) -> ReplicaPartition:
+        """The partition, when this broker leads it at the epoch the client knows;
+        else the KafkaError a client gets (UNKNOWN_TOPIC_OR_PARTITION,
+        NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH)."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "This server does not host this topic-partition.")
+        partition.check_leader(current_leader_epoch)
+        return partition
+
+    def apply_topic(self, record: TopicRecord) -> None:
+        """Take on the topic's partition states: open the logs of partitions
+        assigned to this broker, become leader or follower at each state's epoch,
+        and let go of partitions no longer assigned here."""
+        for index, state in enumerate(record.partitions):
+            key = (record.name, index)
+            partition = self.partitions.get(key)
+            if self.broker_id not in state.replicas:
+                if partition is not None:
+                    self._drop(key)
+                continue
+            if partition is None:
+                partition = ReplicaPartition(self.logs.open_partition(record, index),
+                                             self.broker_id, self.purgatory)
+                self.partitions[key] = partition
+            elif state.leader_epoch < partition.leader_epoch:
+                log.info("ignoring stale state of %s-%d at leader epoch %d (have %d)",
+                         record.name, index, state.leader_epoch, partition.leader_epoch)
+                continue
+            if state.leader == self.broker_id:
+                partition.make_leader(state)
+            else:
+                partition.make_follower(state)
+
+    def remove_topic(self, name: str) -> None:
+        """The topic is gone: detach its partitions and delete their logs."""
+        for key in [k for k in self.partitions if k[0] == name]:
+            self._drop(key)
+        self.logs.delete_topic(name)
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        self.partitions.pop(key).detach()
+
+    def update_topic_config(self, record: TopicRecord) -> None:
+        self.logs.update_topic_config(record)

@@ -1,0 +1,166 @@
+"""One partition as this broker holds it: the local log plus what replication
+knows about it — the leader, the leader epoch, the replicas, the ISR and, on the
+leader, each follower's log end offset.
+
+The high watermark is where the leader says records are committed: the smallest
+log end offset over the ISR (Kafka's Partition.maybeIncrementLeaderHW). On a
+single node the ISR is the leader alone, so it follows the log end offset at
+once; with followers it moves as they fetch. Whenever it moves, waiters in the
+purgatory keyed by `hw_key` (long-poll fetches, acks=all produces) re-check."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Hashable
+
+from pybroker._core import AppendResult, FileSlice
+from pybroker.coordination.base import PartitionState
+from pybroker.errors import ErrorCode, KafkaError
+from pybroker.log.partition import Partition
+from pybroker.purgatory import Purgatory
+
+
+def hw_key(topic: str, index: int) -> Hashable:
+    """The purgatory key notified when the partition's high watermark moves."""
+    return ("hw", topic, index)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@dataclasses.dataclass
+class FollowerState:
+    """What the leader knows of one follower (Kafka's Replica)."""
+
+    log_end_offset: int = -1
+    #: when it last fetched up to the leader's log end offset (ISR shrink clock)
+    last_caught_up_ms: int = 0
+
+
+class ReplicaPartition:
+    def __init__(self, log: Partition, broker_id: int, purgatory: Purgatory) -> None:
+        self.log = log
+        self.topic = log.topic
+        self.index = log.index
+        self.broker_id = broker_id
+        self.purgatory = purgatory
+        self.leader = -1
+        self.leader_epoch = -1
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.followers: dict[int, FollowerState] = {}
+        self._hw_key = hw_key(self.topic, self.index)
+
+    # --- role ---------------------------------------------------------------------
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.broker_id
+
+    def make_leader(self, state: PartitionState) -> None:
+        """Take the leadership the controller gave this broker (LeaderAndIsr)."""
+        now = _now_ms()
+        previous = self.followers
+        self._take(state)
+        self.followers = {
+            b: previous.get(b, FollowerState(last_caught_up_ms=now))
+            for b in state.replicas if b != self.broker_id
+        }
+        self._maybe_increment_high_watermark()
+
+    def make_follower(self, state: PartitionState) -> None:
+        self._take(state)
+        self.followers = {}
+
+    def _take(self, state: PartitionState) -> None:
+        self.leader = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.replicas = list(state.replicas)
+        self.isr = list(state.isr)
+
+    # --- the log, as the outside world sees it --------------------------------------
+    @property
+    def config(self):  # type: ignore[no-untyped-def]  # the topic's TopicConfig
+        return self.log.config
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log.log_end_offset
+
+    def check_leader(self, current_leader_epoch: int = -1) -> None:
+        """Raise the error Kafka gives a client that asked a replica which is not
+        (or no longer, or not yet) the leader at the epoch it knows."""
+        if current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH
+                             if current_leader_epoch < self.leader_epoch
+                             else ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"This broker is not the leader of {self.topic}-{self.index}")
+
+    # --- leader writes and reads ----------------------------------------------------
+    def append_as_leader(self, records: memoryview, required_acks: int) -> AppendResult:
+        """Append a producer's batches. acks=all is refused up front when the ISR is
+        smaller than min.insync.replicas (NOT_ENOUGH_REPLICAS), as Kafka does."""
+        self.check_leader()
+        if required_acks == -1 and len(self.isr) < self.log.min_insync_replicas:
+            raise KafkaError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"The size of the current ISR {self.isr} is insufficient to satisfy the "
+                f"min.isr requirement of {self.log.min_insync_replicas} for partition "
+                f"{self.topic}-{self.index}")
+        result = self.log.append(records, self.leader_epoch)
+        self._maybe_increment_high_watermark()
+        return result
+
+    def read(self, offset: int, max_bytes: int, min_one: bool) -> FileSlice | None:
+        """Committed batches for a consumer: nothing at or past the high watermark."""
+        return self.log.read(offset, max_bytes, min_one)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        return self.log.log.offset_for_timestamp(timestamp_ms)
+
+    # --- acks=all -------------------------------------------------------------------
+    def acks_all_status(self, required_offset: int) -> ErrorCode | None:
+        """Where an acks=all append of records below `required_offset` stands: NONE
+        once the high watermark passed them; NOT_ENOUGH_REPLICAS_AFTER_APPEND when
+        it did but the ISR shrank below min.insync.replicas meanwhile; NOT_LEADER
+        when leadership was lost; None while still waiting."""
+        if not self.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.high_watermark >= required_offset:
+            if len(self.isr) < self.log.min_insync_replicas:
+                return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            return ErrorCode.NONE
+        return None
+
+    def _maybe_increment_high_watermark(self) -> None:
+        """HW = min log end offset over the ISR; it never goes back on a leader."""
+        if not self.is_leader:
+            return
+        end = self.log_end_offset
+        for broker in self.isr:
+            if broker != self.broker_id:
+                follower = self.followers.get(broker)
+                end = min(end, follower.log_end_offset if follower else -1)
+        if end > self.high_watermark:
+            self.log.update_high_watermark(end)
+            self.purgatory.notify(self._hw_key)
+
+    @property
+    def hw_key(self) -> Hashable:
+        return self._hw_key
+
+    def detach(self) -> None:
+        """This broker no longer holds the partition: waiters re-check and find it gone."""
+        self.leader = -1
+        self.purgatory.notify(self._hw_key)
