@@ -24,6 +24,7 @@ from pybroker.metadata.publisher import MetadataPublisher
 from pybroker.metrics import BrokerMetrics
 from pybroker.producer.ids import ProducerIdAllocator
 from pybroker.purgatory import Purgatory
+from pybroker.replica.fetcher import ReplicaFetcherManager
 from pybroker.replica.manager import ReplicaManager
 from pybroker.server.acceptor import accept_loop
 from pybroker.server.listeners import bind_listener, parse_listeners
@@ -44,7 +45,8 @@ class Broker:
         self.metadata = MetadataCache(self.store.cluster_id)
         self.purgatory = Purgatory()
         self.logs = LogManager(config, self.store.cluster_id)
-        self.replicas = ReplicaManager(self.broker_id, self.logs, self.purgatory)
+        self.fetchers = ReplicaFetcherManager(self.broker_id, self.metadata, config)
+        self.replicas = ReplicaManager(self.broker_id, self.logs, self.purgatory, self.fetchers)
         self.publisher = MetadataPublisher(self.metadata, self.replicas)
         self.admin = TopicAdmin(config, self.store, self.metadata,
                                 publish=self.publisher.topic_changed,
@@ -97,6 +99,7 @@ class Broker:
                 if self.config["metrics.port"]:
                     await tg.start(self._serve_metrics)
                 tg.start_soon(self.groups.run)
+                tg.start_soon(self.fetchers.run)
                 for listener, port in zip(self.listeners, self.bound_ports, strict=True):
                     log.info("listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0",
                              port)

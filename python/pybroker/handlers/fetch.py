@@ -28,21 +28,28 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     deadline = request.received_ms + max(0, body["max_wait_ms"]) / 1000
     min_bytes = body["min_bytes"]
+    follower = body["replica_id"] if body["replica_id"] >= 0 else None
     while True:
-        topics, total, errors, partitions = read_all(ctx, body)
+        topics, total, errors, partitions = read_all(ctx, body, follower)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0 or not partitions:
-            if total:
+            if total and follower is None:
                 ctx.metrics.record_fetch(topics)
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
-        # woken when a high watermark moves: what is readable only grows then
-        await ctx.purgatory.wait_for_notify("fetch", [p.hw_key for p in partitions], remaining)
+        # woken when what this fetch may read grows: a consumer reads up to the high
+        # watermark, a follower up to the leader's log end
+        keys = [p.leo_key if follower is not None else p.hw_key for p in partitions]
+        await ctx.purgatory.wait_for_notify("fetch", keys, remaining)
 
 
 def read_all(
-    ctx: BrokerContext, body: dict[str, Any]
+    ctx: BrokerContext, body: dict[str, Any], follower: int | None = None,
 ) -> tuple[list[dict[str, Any]], int, bool, list[ReplicaPartition]]:
-    """One pass over the requested partitions: (responses, bytes, any error, partitions)."""
+    """One pass over the requested partitions: (responses, bytes, any error, partitions).
+
+    For a follower's fetch (`follower` is its broker id) the leader first notes
+    how far the follower has got (its fetch offset) — that may move the high
+    watermark — and then reads up to its log end rather than the high watermark."""
     max_bytes = body["max_bytes"] or MAX_BYTES_DEFAULT
     total = 0
     errors = False
@@ -60,13 +67,16 @@ def read_all(
                 results.append(partition_error(index, exc.code))
                 continue
             seen.append(partition)
+            if follower is not None:
+                partition.record_follower_fetch(follower, p["fetch_offset"])
             limit = min(p["partition_max_bytes"], max_bytes - total)
             records = None
             code = ErrorCode.NONE
             if limit > 0 or total == 0:
                 try:
                     # KIP-74: the first batch of the response comes whole even past the limits
-                    records = partition.read(p["fetch_offset"], max(limit, 0), total == 0)
+                    records = partition.read(p["fetch_offset"], max(limit, 0), total == 0,
+                                             committed_only=follower is None)
                 except _core.OffsetOutOfRangeError:
                     code = ErrorCode.OFFSET_OUT_OF_RANGE
                     errors = True

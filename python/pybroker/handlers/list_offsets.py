@@ -20,12 +20,14 @@ async def handle_list_offsets(ctx: BrokerContext, request: Request) -> dict[str,
     topics = []
     for topic in request.body["topics"]:
         name = topic["name"]
-        partitions = [lookup(ctx, name, p) for p in topic["partitions"]]
+        partitions = [lookup(ctx, name, p, request.body["replica_id"])
+                      for p in topic["partitions"]]
         topics.append({"name": name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def lookup(ctx: BrokerContext, topic: str, p: dict[str, Any]) -> dict[str, Any]:
+def lookup(ctx: BrokerContext, topic: str, p: dict[str, Any], replica_id: int = -1
+           ) -> dict[str, Any]:
     index = p["partition_index"]
     try:
         partition = ctx.replicas.leader_for(topic, index, p["current_leader_epoch"])
@@ -33,7 +35,9 @@ def lookup(ctx: BrokerContext, topic: str, p: dict[str, Any]) -> dict[str, Any]:
         return answer(index, exc.code)
     timestamp = p["timestamp"]
     if timestamp == LATEST:
-        return answer(index, offset=partition.high_watermark, epoch=partition.leader_epoch)
+        # a follower (replica_id set) is told the log end, a client the high watermark
+        end = partition.log_end_offset if replica_id >= 0 else partition.high_watermark
+        return answer(index, offset=end, epoch=partition.leader_epoch)
     if timestamp == EARLIEST:
         return answer(index, offset=partition.log_start_offset, epoch=partition.leader_epoch)
     if timestamp < 0:

@@ -15,16 +15,19 @@ from pybroker.coordination.base import TopicRecord
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.log.manager import LogManager
 from pybroker.purgatory import Purgatory
+from pybroker.replica.fetcher import ReplicaFetcherManager
 from pybroker.replica.partition import ReplicaPartition
 
 log = logging.getLogger(__name__)
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, logs: LogManager, purgatory: Purgatory) -> None:
+    def __init__(self, broker_id: int, logs: LogManager, purgatory: Purgatory,
+                 fetchers: ReplicaFetcherManager) -> None:
         self.broker_id = broker_id
         self.logs = logs
         self.purgatory = purgatory
+        self.fetchers = fetchers
         self.partitions: dict[tuple[str, int], ReplicaPartition] = {}
 
     def get(self, topic: str, index: int) -> ReplicaPartition | None:
@@ -42,11 +45,13 @@ class ReplicaManager:
         partition.check_leader(current_leader_epoch)
         return partition
 
-    def apply_topic(self, record: TopicRecord) -> None:
-        """Take on the topic's partition states: open the logs of partitions
-        assigned to this broker, become leader or follower at each state's epoch,
-        and let go of partitions no longer assigned here."""
+    def apply_topic(self, record: TopicRecord, versions: list[int] | None = None) -> None:
+        """Take on the topic's partition states (with their store versions, when
+        the store keeps them): open the logs of partitions assigned to this broker,
+        become leader or follower at each state's epoch, and let go of partitions
+        no longer assigned here."""
         for index, state in enumerate(record.partitions):
+            version = versions[index] if versions is not None else -1
             key = (record.name, index)
             partition = self.partitions.get(key)
             if self.broker_id not in state.replicas:
@@ -62,9 +67,13 @@ class ReplicaManager:
                          record.name, index, state.leader_epoch, partition.leader_epoch)
                 continue
             if state.leader == self.broker_id:
-                partition.make_leader(state)
-            else:
-                partition.make_follower(state)
+                self.fetchers.unfollow(key)
+                partition.make_leader(state, version)
+            elif partition.make_follower(state, version):
+                if state.leader >= 0:
+                    self.fetchers.follow(partition)
+                else:
+                    self.fetchers.unfollow(key)
 
     def remove_topic(self, name: str) -> None:
         """The topic is gone: detach its partitions and delete their logs."""
@@ -73,6 +82,7 @@ class ReplicaManager:
         self.logs.delete_topic(name)
 
     def _drop(self, key: tuple[str, int]) -> None:
+        self.fetchers.unfollow(key)
         self.partitions.pop(key).detach()
 
     def update_topic_config(self, record: TopicRecord) -> None:

@@ -26,6 +26,12 @@ def hw_key(topic: str, index: int) -> Hashable:
     return ("hw", topic, index)
 
 
+def leo_key(topic: str, index: int) -> Hashable:
+    """The purgatory key notified when the leader's log end offset moves
+    (what followers' fetches wait for)."""
+    return ("leo", topic, index)
+
+
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
@@ -51,33 +57,50 @@ class ReplicaPartition:
         self.replicas: list[int] = []
         self.isr: list[int] = []
         self.followers: dict[int, FollowerState] = {}
+        #: the coordination store's version of the state this broker last took, so an
+        #: ISR change is a conditional write on it (a stale leader's write fails)
+        self.state_version = -1
         self._hw_key = hw_key(self.topic, self.index)
+        self._leo_key = leo_key(self.topic, self.index)
 
     # --- role ---------------------------------------------------------------------
     @property
     def is_leader(self) -> bool:
         return self.leader == self.broker_id
 
-    def make_leader(self, state: PartitionState) -> None:
-        """Take the leadership the controller gave this broker (LeaderAndIsr)."""
+    def make_leader(self, state: PartitionState, version: int = -1) -> bool:
+        """Take the leadership the controller gave this broker (LeaderAndIsr).
+        True when this is a new leader epoch (not just an ISR change)."""
         now = _now_ms()
-        previous = self.followers
-        self._take(state)
+        new_epoch = not self.is_leader or state.leader_epoch != self.leader_epoch
+        previous = {} if new_epoch else self.followers
+        self._take(state, version)
+        if new_epoch:
+            # the epoch starts at our log end: a returning replica truncates to it
+            self.log.log.assign_leader_epoch(state.leader_epoch, self.log_end_offset)
         self.followers = {
             b: previous.get(b, FollowerState(last_caught_up_ms=now))
             for b in state.replicas if b != self.broker_id
         }
         self._maybe_increment_high_watermark()
+        return new_epoch
 
-    def make_follower(self, state: PartitionState) -> None:
-        self._take(state)
+    def make_follower(self, state: PartitionState, version: int = -1) -> bool:
+        """Follow the leader the controller named. True when the leader or epoch
+        changed, so the fetcher must truncate (by leader epoch) and restart."""
+        changed = state.leader != self.leader or state.leader_epoch != self.leader_epoch
+        self._take(state, version)
         self.followers = {}
+        if changed:
+            self.purgatory.notify(self._hw_key)  # waiting acks=all produces fail now
+        return changed
 
-    def _take(self, state: PartitionState) -> None:
+    def _take(self, state: PartitionState, version: int) -> None:
         self.leader = state.leader
         self.leader_epoch = state.leader_epoch
         self.replicas = list(state.replicas)
         self.isr = list(state.isr)
+        self.state_version = version
 
     # --- the log, as the outside world sees it --------------------------------------
     @property
@@ -119,12 +142,75 @@ class ReplicaPartition:
                 f"min.isr requirement of {self.log.min_insync_replicas} for partition "
                 f"{self.topic}-{self.index}")
         result = self.log.append(records, self.leader_epoch)
+        self.purgatory.notify(self._leo_key)
         self._maybe_increment_high_watermark()
         return result
 
-    def read(self, offset: int, max_bytes: int, min_one: bool) -> FileSlice | None:
-        """Committed batches for a consumer: nothing at or past the high watermark."""
-        return self.log.read(offset, max_bytes, min_one)
+    # --- the leader's view of its followers (Kafka's Partition.updateFollowerFetchState)
+    def record_follower_fetch(self, broker_id: int, fetch_offset: int) -> None:
+        """A follower fetched from `fetch_offset`: it has everything below it."""
+        follower = self.followers.get(broker_id)
+        if follower is None:
+            return
+        now = _now_ms()
+        follower.log_end_offset = fetch_offset
+        if fetch_offset >= self.log_end_offset:
+            follower.last_caught_up_ms = now
+        self._maybe_increment_high_watermark()
+
+    def isr_to_expand(self) -> list[int] | None:
+        """The ISR with a caught-up follower added (one whose log end reached the
+        high watermark), or None when no follower qualifies."""
+        if not self.is_leader:
+            return None
+        joining = [b for b, f in self.followers.items()
+                   if b not in self.isr and f.log_end_offset >= self.high_watermark]
+        return sorted(set(self.isr) | set(joining)) if joining else None
+
+    def isr_to_shrink(self, lag_time_max_ms: int) -> list[int] | None:
+        """The ISR without followers that have not caught up for lag_time_max_ms,
+        or None when every ISR member keeps up."""
+        if not self.is_leader:
+            return None
+        now = _now_ms()
+        lagging = [b for b in self.isr if b != self.broker_id
+                   and now - self.followers.get(b, FollowerState()).last_caught_up_ms
+                   > lag_time_max_ms]
+        return [b for b in self.isr if b not in lagging] if lagging else None
+
+    def isr_changed(self, isr: list[int], version: int) -> None:
+        """The leader's own ISR change was written (at store version `version`)."""
+        self.isr = list(isr)
+        self.state_version = version
+        self._maybe_increment_high_watermark()
+        self.purgatory.notify(self._hw_key)
+
+    # --- follower side ----------------------------------------------------------------
+    def append_as_follower(self, records: memoryview, leader_high_watermark: int) -> int:
+        """Append batches fetched from the leader, keeping its offsets; the high
+        watermark follows the leader's, up to what this replica has. Returns the
+        records appended."""
+        result = self.log.log.append_as_follower(records)
+        self.update_follower_high_watermark(leader_high_watermark)
+        return int(result.record_count)
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        target = min(leader_high_watermark, self.log_end_offset)
+        if target != self.high_watermark:
+            self.log.update_high_watermark(target)
+            self.purgatory.notify(self._hw_key)
+
+    def truncate_to(self, offset: int) -> None:
+        self.log.log.truncate_to(offset)
+        self.log.update_high_watermark(min(self.high_watermark, self.log_end_offset))
+
+    def read(self, offset: int, max_bytes: int, min_one: bool,
+             committed_only: bool = True) -> FileSlice | None:
+        """Batches from `offset`: for a consumer only committed ones (below the
+        high watermark), for a follower everything up to the log end."""
+        if committed_only:
+            return self.log.read(offset, max_bytes, min_one)
+        return self.log.log.read(offset, max_bytes, min_one=min_one)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         return self.log.log.offset_for_timestamp(timestamp_ms)
@@ -160,7 +246,12 @@ class ReplicaPartition:
     def hw_key(self) -> Hashable:
         return self._hw_key
 
+    @property
+    def leo_key(self) -> Hashable:
+        return self._leo_key
+
     def detach(self) -> None:
         """This broker no longer holds the partition: waiters re-check and find it gone."""
         self.leader = -1
         self.purgatory.notify(self._hw_key)
+        self.purgatory.notify(self._leo_key)

@@ -1,0 +1,293 @@
+"""Followers copy their leaders: one fetcher task per leader broker fetches
+every partition this broker follows from it (Kafka's ReplicaFetcherThread).
+
+A partition joins a fetcher when this broker becomes its follower at a new
+leader epoch. It first truncates by leader epoch: it asks the leader
+(OffsetForLeaderEpoch) where its own latest epoch ended on the leader and cuts
+its log there, so records a failed leader wrote but never committed are
+dropped rather than merely hidden below the high watermark. Then it fetches
+from its log end, appending the leader's batches unchanged (same offsets,
+epochs and bytes), and takes the leader's high watermark as far as it has the
+records."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import anyio
+
+from pybroker import _core
+from pybroker.client.connection import BrokerConnection, BrokerUnreachable
+from pybroker.config import BrokerConfig
+from pybroker.errors import ErrorCode
+from pybroker.metadata.cache import MetadataCache
+from pybroker.replica.partition import ReplicaPartition
+
+log = logging.getLogger(__name__)
+
+FETCH = 1
+LIST_OFFSETS = 2
+OFFSET_FOR_LEADER_EPOCH = 23
+FETCH_VERSION = 11
+LIST_OFFSETS_VERSION = 5
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+EARLIEST = -2
+LATEST = -1
+
+#: errors that mean "this leader is not (yet) the one to ask": wait for metadata
+RETRIABLE = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.KAFKA_STORAGE_ERROR,
+})
+
+
+@dataclasses.dataclass
+class FetchState:
+    partition: ReplicaPartition
+    #: the leader epoch this state follows; a newer one replaces the state
+    leader_epoch: int
+    #: where the next fetch starts (the log end, once truncated)
+    fetch_offset: int = 0
+    truncated: bool = False
+
+
+class ReplicaFetcher:
+    """Fetches every partition followed from one leader."""
+
+    def __init__(self, leader_id: int, broker_id: int, metadata: MetadataCache,
+                 config: BrokerConfig) -> None:
+        self.leader_id = leader_id
+        self.broker_id = broker_id
+        self.metadata = metadata
+        self.config = config
+        self.states: dict[tuple[str, int], FetchState] = {}
+        self._changed = anyio.Event()
+        self._connection: BrokerConnection | None = None
+        self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
+
+    def add(self, partition: ReplicaPartition) -> None:
+        self.states[(partition.topic, partition.index)] = FetchState(
+            partition, partition.leader_epoch)
+        self._changed.set()
+
+    def remove(self, key: tuple[str, int]) -> None:
+        self.states.pop(key, None)
+
+    async def run(self) -> None:
+        while True:
+            if not self.states:
+                self._changed = anyio.Event()
+                await self._changed.wait()
+                continue
+            connection = self._connect()
+            if connection is None:
+                await anyio.sleep(self.backoff_s)
+                continue
+            try:
+                await self._truncate_new(connection)
+                progressed = await self._fetch_once(connection)
+            except BrokerUnreachable as exc:
+                log.info("fetching from broker %d failed: %s", self.leader_id, exc)
+                progressed = False
+            if not progressed:
+                await anyio.sleep(self.backoff_s)
+
+    def _connect(self) -> BrokerConnection | None:
+        endpoint = self.metadata.broker(self.leader_id)
+        if endpoint is None:
+            return None
+        current = self._connection
+        if current is None or (current.host, current.port) != (endpoint.host, endpoint.port):
+            self._connection = BrokerConnection(
+                endpoint.host, endpoint.port, f"broker-{self.broker_id}-fetcher",
+                self.config["replica.socket.timeout.ms"] / 1000)
+        return self._connection
+
+    # --- truncation by leader epoch ---------------------------------------------------
+    async def _truncate_new(self, connection: BrokerConnection) -> None:
+        pending = [s for s in self.states.values() if not s.truncated]
+        if not pending:
+            return
+        topics: dict[str, list[dict[str, Any]]] = {}
+        asked: dict[tuple[str, int], FetchState] = {}
+        for state in pending:
+            p = state.partition
+            latest = p.log.log.latest_epoch
+            if latest is None:
+                # nothing to compare: keep what is committed, as Kafka does
+                p.truncate_to(p.high_watermark)
+                self._truncated(state)
+                continue
+            topics.setdefault(p.topic, []).append({
+                "partition": p.index, "current_leader_epoch": state.leader_epoch,
+                "leader_epoch": latest})
+            asked[(p.topic, p.index)] = state
+        if not asked:
+            return
+        response = await connection.request(OFFSET_FOR_LEADER_EPOCH,
+                                            OFFSET_FOR_LEADER_EPOCH_VERSION, {
+            "replica_id": self.broker_id,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+        for topic in response["topics"]:
+            for answer in topic["partitions"]:
+                state = asked.get((topic["topic"], answer["partition"]))
+                if state is None or self.states.get((topic["topic"], answer["partition"])) \
+                        is not state:
+                    continue
+                code = ErrorCode(answer["error_code"])
+                if code != ErrorCode.NONE:
+                    log.info("OffsetForLeaderEpoch for %s-%d from broker %d: %s",
+                             topic["topic"], answer["partition"], self.leader_id, code.name)
+                    continue
+                self._truncate_to_epoch_end(state, answer["leader_epoch"], answer["end_offset"])
+
+    def _truncate_to_epoch_end(self, state: FetchState, epoch: int, end_offset: int) -> None:
+        p = state.partition
+        if epoch < 0 or end_offset < 0:
+            target = p.high_watermark  # the leader knows no such epoch: keep the committed
+        else:
+            target = min(end_offset, p.log_end_offset)
+            mine_epoch, mine_end = p.log.log.end_offset_for_epoch(epoch)
+            if mine_epoch == epoch and mine_end >= 0:
+                # our records of that epoch may end earlier than the leader's
+                target = min(target, mine_end)
+        if target < p.log_end_offset:
+            log.info("truncating %s-%d from %d to %d (leader epoch %d ends at %d on broker %d)",
+                     p.topic, p.index, p.log_end_offset, target, epoch, end_offset,
+                     self.leader_id)
+        p.truncate_to(target)
+        self._truncated(state)
+
+    def _truncated(self, state: FetchState) -> None:
+        state.truncated = True
+        state.fetch_offset = state.partition.log_end_offset
+
+    # --- fetching ----------------------------------------------------------------------
+    async def _fetch_once(self, connection: BrokerConnection) -> bool:
+        """One Fetch for every truncated partition; False when nothing could be
+        fetched (all errored), so the caller backs off."""
+        ready = {k: s for k, s in self.states.items() if s.truncated}
+        if not ready:
+            return False
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), state in ready.items():
+            topics.setdefault(topic, []).append({
+                "partition": index, "current_leader_epoch": state.leader_epoch,
+                "fetch_offset": state.fetch_offset,
+                "log_start_offset": state.partition.log_start_offset,
+                "partition_max_bytes": self.config["replica.fetch.max.bytes"]})
+        wait_ms = self.config["replica.fetch.wait.max.ms"]
+        response = await connection.request(FETCH, FETCH_VERSION, {
+            "replica_id": self.broker_id, "max_wait_ms": wait_ms,
+            "min_bytes": self.config["replica.fetch.min.bytes"],
+            "max_bytes": self.config["replica.fetch.response.max.bytes"],
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [], "rack_id": ""},
+            timeout_s=wait_ms / 1000 + connection.timeout_s)
+        progressed = False
+        for topic in response["responses"]:
+            for answer in topic["partitions"]:
+                key = (topic["topic"], answer["partition_index"])
+                state = self.states.get(key)
+                if state is None or state is not ready.get(key):
+                    continue  # removed or replaced while the fetch was out
+                if await self._apply(connection, state, answer):
+                    progressed = True
+        return progressed
+
+    async def _apply(self, connection: BrokerConnection, state: FetchState,
+                     answer: dict[str, Any]) -> bool:
+        p = state.partition
+        code = ErrorCode(answer["error_code"])
+        if code == ErrorCode.NONE:
+            records = answer["records"]
+            try:
+                if records is not None and len(records):
+                    p.append_as_follower(memoryview(records), answer["high_watermark"])
+                    state.fetch_offset = p.log_end_offset
+                else:
+                    p.update_follower_high_watermark(answer["high_watermark"])
+            except _core.UnexpectedAppendOffsetError as exc:
+                log.warning("%s-%d: %s; truncating by leader epoch again", p.topic, p.index, exc)
+                state.truncated = False
+            return True
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            await self._reset_out_of_range(connection, state)
+            return True
+        if code not in RETRIABLE:
+            log.warning("fetching %s-%d from broker %d: %s", p.topic, p.index, self.leader_id,
+                        code.name)
+        return False
+
+    async def _reset_out_of_range(self, connection: BrokerConnection, state: FetchState) -> None:
+        """Our fetch offset is outside the leader's log: past its end (an unclean
+        leader with less than we have) we truncate to its end; below its start
+        (retention removed what we lack) we start over at its start (Kafka's
+        handleOutOfRangeError)."""
+        p = state.partition
+        start = await self._leader_offset(connection, p, EARLIEST)
+        end = await self._leader_offset(connection, p, LATEST)
+        if start is None or end is None:
+            return
+        if state.fetch_offset > end:
+            log.warning("%s-%d: leader %d ends at %d below our %d; truncating", p.topic, p.index,
+                        self.leader_id, end, state.fetch_offset)
+            p.truncate_to(end)
+            state.fetch_offset = p.log_end_offset
+        elif state.fetch_offset < start:
+            log.warning("%s-%d: leader %d starts at %d above our %d; starting over there",
+                        p.topic, p.index, self.leader_id, start, state.fetch_offset)
+            p.truncate_to(p.log_start_offset)
+            state.fetch_offset = start
+
+    async def _leader_offset(self, connection: BrokerConnection, p: ReplicaPartition,
+                             timestamp: int) -> int | None:
+        response = await connection.request(LIST_OFFSETS, LIST_OFFSETS_VERSION, {
+            "replica_id": self.broker_id, "isolation_level": 0,
+            "topics": [{"name": p.topic, "partitions": [{
+                "partition_index": p.index, "current_leader_epoch": p.leader_epoch,
+                "timestamp": timestamp}]}]})
+        answer = response["topics"][0]["partitions"][0]
+        if answer["error_code"] != 0:
+            return None
+        return int(answer["offset"])
+
+
+class ReplicaFetcherManager:
+    """Which fetcher follows which partition; fetchers run in the broker's task group."""
+
+    def __init__(self, broker_id: int, metadata: MetadataCache, config: BrokerConfig) -> None:
+        self.broker_id = broker_id
+        self.metadata = metadata
+        self.config = config
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._started: set[int] = set()
+        self._new_fetcher = anyio.Event()
+
+    def follow(self, partition: ReplicaPartition) -> None:
+        """Fetch `partition` from its (new) leader, truncating first."""
+        self.unfollow((partition.topic, partition.index))
+        fetcher = self.fetchers.get(partition.leader)
+        if fetcher is None:
+            fetcher = ReplicaFetcher(partition.leader, self.broker_id, self.metadata, self.config)
+            self.fetchers[partition.leader] = fetcher
+            self._new_fetcher.set()
+        fetcher.add(partition)
+
+    def unfollow(self, key: tuple[str, int]) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(key)
+
+    async def run(self) -> None:
+        async with anyio.create_task_group() as tg:
+            while True:
+                for leader, fetcher in self.fetchers.items():
+                    if leader not in self._started:
+                        self._started.add(leader)
+                        tg.start_soon(fetcher.run)
+                self._new_fetcher = anyio.Event()
+                await self._new_fetcher.wait()
