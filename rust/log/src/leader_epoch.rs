@@ -94,7 +94,10 @@ pub fn decode(text: &str) -> Result<Vec<EpochEntry>> {
         });
     }
     if out.len() != count {
-        return Err(bad(format!("expected {count} entries, found {}", out.len())));
+        return Err(bad(format!(
+            "expected {count} entries, found {}",
+            out.len()
+        )));
     }
     Ok(out)
 }
@@ -188,7 +191,9 @@ impl LeaderEpochCache {
         if end_offset < 0 {
             return false;
         }
-        let keep = self.entries.partition_point(|e| e.start_offset < end_offset);
+        let keep = self
+            .entries
+            .partition_point(|e| e.start_offset < end_offset);
         let changed = keep < self.entries.len();
         self.entries.truncate(keep);
         changed
@@ -295,7 +300,14 @@ mod tests {
         assert_eq!(decode("0\n1\n7   99\n").unwrap(), vec![e(7, 99)]);
         assert_eq!(decode("").unwrap(), vec![]);
         assert_eq!(decode("0\n").unwrap(), vec![]);
-        for bad in ["1\n0\n", "x\n", "0\n2\n1 1\n", "0\n1\n1\n", "0\n1\n1 2 3\n", "0\n1\na b\n"] {
+        for bad in [
+            "1\n0\n",
+            "x\n",
+            "0\n2\n1 1\n",
+            "0\n1\n1\n",
+            "0\n1\n1 2 3\n",
+            "0\n1\na b\n",
+        ] {
             assert!(matches!(decode(bad), Err(LogError::Corrupt(_))), "{bad:?}");
         }
     }

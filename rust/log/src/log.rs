@@ -336,7 +336,13 @@ impl Log {
     }
 
     /// Kafka's `LogSegment.shouldRoll` for an append of `size` bytes.
-    pub(crate) fn should_roll(&mut self, size: u64, max_ts: i64, last_offset: i64, now_ms: i64) -> bool {
+    pub(crate) fn should_roll(
+        &mut self,
+        size: u64,
+        max_ts: i64,
+        last_offset: i64,
+        now_ms: i64,
+    ) -> bool {
         let segment_bytes = self.config.segment_bytes;
         let segment_ms = self.config.segment_ms;
         let s = self.active();
@@ -497,6 +503,12 @@ impl Log {
     pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<()> {
         self.check_open()?;
         if offset >= self.log_end_offset {
+            // No record there, but an epoch assigned at the log end by a
+            // leader that wrote nothing goes, so a follower's epoch-based
+            // truncation (replication.rs) always makes progress.
+            if self.epochs.truncate_from_end(offset) {
+                self.epochs.flush()?;
+            }
             return Ok(());
         }
         if offset < self.log_start_offset {
