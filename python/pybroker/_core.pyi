@@ -25,6 +25,12 @@ class InvalidProducerEpochError(Exception):
     """An idempotent producer's epoch is older than its last one (Kafka
     INVALID_PRODUCER_EPOCH, 47)."""
 
+class UnexpectedAppendOffsetError(Exception):
+    """PartitionLog.append_as_follower got a batch that does not start at/after
+    the log end offset, or after the previous batch (Kafka's
+    UnexpectedAppendOffsetException / OffsetsOutOfOrderException). The follower
+    should truncate (OffsetForLeaderEpoch) and fetch again."""
+
 class StorageError(Exception):
     """An I/O error on the log (Kafka KAFKA_STORAGE_ERROR, 56)."""
 
@@ -90,7 +96,10 @@ class PartitionLog:
     ) -> None:
         """Open (creating if needed) the directory. Unless clean_shutdown, every
         segment from the one holding recovery_point on is scanned, validated and
-        truncated at the first bad byte, and its indexes rebuilt."""
+        truncated at the first bad byte, and its indexes rebuilt. The
+        leader-epoch cache is read from `leader-epoch-checkpoint` and cut to
+        [log_start_offset, log_end_offset]; it is rebuilt from the batch headers
+        when the file is missing, malformed, or lacks the last batch's epoch."""
     @property
     def log_start_offset(self) -> int: ...
     @property
@@ -117,6 +126,49 @@ class PartitionLog:
         at 0, raises OutOfOrderSequenceError. A producer without state accepts
         any sequence. The state is persisted in `<offset>.snapshot` files
         (Kafka's format) on roll and close, and rebuilt on open."""
+    def append_as_follower(self, records: Buffer) -> AppendResult:
+        """Append batches a follower fetched from its leader (one partition's
+        records of a Fetch response), all of them or none, keeping the leader's
+        bytes: base offsets, partition leader epochs, timestamps, CRCs unchanged.
+
+        Each batch is checked as on recovery (length, magic 2, CRC-32C, record
+        count; not max_message_bytes, not record by record: the leader did that);
+        CorruptRecordError / InvalidRecordError otherwise. A trailing partial
+        batch is ignored (as Kafka does); with no whole batch nothing happens and
+        the result has base_offset == last_offset == -1 and zero counts.
+        Offsets: each batch must start at or after log_end_offset and after the
+        previous batch, else UnexpectedAppendOffsetError; gaps are accepted
+        (compaction removes whole batches on the leader). An empty log
+        (log_start_offset == log_end_offset) given the batch holding its start
+        offset restarts at that batch's base offset (Kafka's repair after
+        DeleteRecords left the leader's log start inside a batch).
+
+        Indexes, rolls, the producer state (each producer's last 5 batches, so a
+        retry is recognised as a duplicate once this replica leads; no sequence
+        or duplicate checks here) and the leader-epoch cache (an entry per new
+        partition leader epoch) are updated as for a leader append.
+        duplicate_count is 0 and log_append_time_ms -1."""
+    def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
+        """Record that leader epoch `epoch` starts at `start_offset`: called by a
+        broker becoming leader, with its log_end_offset (Kafka's
+        maybeAssignEpochStartOffset). A no-op when `epoch` is already the latest
+        epoch starting at or before that offset; entries with an epoch >= it or a
+        start offset >= it are dropped first. Written to `leader-epoch-checkpoint`
+        (Kafka's format: version 0, count, `epoch start_offset` lines; tmp file,
+        fsync, rename). ValueError for negative arguments. Leader and follower
+        appends add entries themselves, for each batch with a new epoch."""
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end_offset) answering OffsetForLeaderEpoch, as Kafka's
+        LeaderEpochFileCache.endOffsetFor: the largest cached epoch <= `epoch` and
+        the start offset of the first epoch above it; log_end_offset when `epoch`
+        is the latest; (epoch, start of the first entry) when `epoch` is below
+        every cached epoch; (-1, -1) (UNDEFINED) for epoch -1, an empty cache or
+        an epoch above the latest. A returning follower truncates to
+        min(this end_offset, its own log_end_offset)."""
+    @property
+    def latest_epoch(self) -> int | None:
+        """The newest leader epoch in the cache (what a follower sends in
+        OffsetForLeaderEpoch); None when the cache is empty."""
     def read(
         self, offset: int, max_bytes: int, *, min_one: bool, max_offset: int | None = None
     ) -> FileSlice | None:
@@ -134,11 +186,19 @@ class PartitionLog:
         """Start a new segment at log_end_offset (no-op if the active one is empty)."""
     def truncate_to(self, offset: int) -> None:
         """Remove every record at/after `offset` (replica truncation). The cut is
-        at the start of the batch holding `offset`; below log_start_offset the
-        log is emptied and restarts at `offset`."""
+        at the start of the batch holding `offset`, and log_end_offset becomes
+        that batch's base offset, so the next fetch gets the batch whole again
+        (Kafka cuts at the same byte but sets the log end to `offset`; truncation
+        targets, epoch end offsets and high watermarks, are batch boundaries
+        anyway). Indexes are rebuilt for the cut segment, later segments deleted,
+        the producer state rebuilt from the newest snapshot below the cut, and
+        leader-epoch entries starting at or after the new end dropped. Below
+        log_start_offset the log is emptied, the epoch cache cleared, and the
+        log restarts at `offset`. A no-op at/after log_end_offset."""
     def advance_log_start_offset(self, offset: int) -> int:
         """Raise log_start_offset (DeleteRecords, retention) and delete segments
-        whose offsets all lie below it, never the active one. Returns how many
+        whose offsets all lie below it, never the active one. The leader-epoch
+        cache then starts at the new log start (Kafka's truncateFromStart). Returns how many
         were deleted. OffsetOutOfRangeError above log_end_offset. Deletion is
         crash-safe: the files are renamed to `*.deleted`, then removed (open
         handles keep serving fetches in flight); recovery removes leftovers."""

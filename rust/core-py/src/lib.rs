@@ -56,6 +56,12 @@ create_exception!(
 );
 create_exception!(
     pybroker._core,
+    UnexpectedAppendOffsetError,
+    PyException,
+    "A follower append's batch does not start at/after the log end or the previous batch."
+);
+create_exception!(
+    pybroker._core,
     StorageError,
     PyException,
     "An I/O error on the log (Kafka KAFKA_STORAGE_ERROR, 56)."
@@ -71,6 +77,7 @@ fn to_py_err(e: LogError) -> PyErr {
         LogError::OffsetOutOfRange { .. } => OffsetOutOfRangeError::new_err(msg),
         LogError::OutOfOrderSequence(_) => OutOfOrderSequenceError::new_err(msg),
         LogError::InvalidProducerEpoch(_) => InvalidProducerEpochError::new_err(msg),
+        LogError::UnexpectedAppendOffset { .. } => UnexpectedAppendOffsetError::new_err(msg),
         LogError::WouldBlock => PyBlockingIOError::new_err((libc_eagain(), msg)),
         LogError::Closed | LogError::Io(_) => StorageError::new_err(msg),
     }
@@ -105,6 +112,19 @@ struct AppendResult {
     record_count: i64,
     batch_count: i64,
     duplicate_count: i64,
+}
+
+impl From<pybroker_log::AppendInfo> for AppendResult {
+    fn from(info: pybroker_log::AppendInfo) -> Self {
+        AppendResult {
+            base_offset: info.base_offset,
+            last_offset: info.last_offset,
+            log_append_time_ms: info.log_append_time_ms,
+            record_count: info.record_count,
+            batch_count: info.batch_count,
+            duplicate_count: info.duplicate_count,
+        }
+    }
 }
 
 #[pymethods]
@@ -270,14 +290,40 @@ impl PartitionLog {
         let records = BorrowedBuffer::get(records)?;
         let bytes = records.as_bytes();
         let info = release(py, || self.lock().append(bytes, leader_epoch, now_ms))?;
-        Ok(AppendResult {
-            base_offset: info.base_offset,
-            last_offset: info.last_offset,
-            log_append_time_ms: info.log_append_time_ms,
-            record_count: info.record_count,
-            batch_count: info.batch_count,
-            duplicate_count: info.duplicate_count,
-        })
+        Ok(AppendResult::from(info))
+    }
+
+    /// Append batches fetched from the leader, keeping their offsets and bytes.
+    fn append_as_follower(
+        &self,
+        py: Python<'_>,
+        records: &Bound<'_, PyAny>,
+    ) -> PyResult<AppendResult> {
+        let records = BorrowedBuffer::get(records)?;
+        let bytes = records.as_bytes();
+        let info = release(py, || self.lock().append_as_follower(bytes, now_ms()))?;
+        Ok(AppendResult::from(info))
+    }
+
+    /// Record that leader epoch `epoch` starts at `start_offset` (becoming leader).
+    fn assign_leader_epoch(&self, py: Python<'_>, epoch: i32, start_offset: i64) -> PyResult<()> {
+        if epoch < 0 || start_offset < 0 {
+            return Err(PyValueError::new_err(
+                "epoch and start_offset must not be negative",
+            ));
+        }
+        release(py, || self.lock().assign_leader_epoch(epoch, start_offset))
+    }
+
+    /// (epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) when undefined.
+    fn end_offset_for_epoch(&self, py: Python<'_>, epoch: i32) -> PyResult<(i32, i64)> {
+        release(py, || self.lock().end_offset_for_epoch(epoch))
+    }
+
+    /// The newest leader epoch in the cache, None when it is empty.
+    #[getter]
+    fn latest_epoch(&self) -> Option<i32> {
+        self.lock().latest_epoch()
     }
 
     /// Whole batches from the one holding `offset`.
@@ -556,6 +602,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add(
         "InvalidProducerEpochError",
         py.get_type::<InvalidProducerEpochError>(),
+    )?;
+    m.add(
+        "UnexpectedAppendOffsetError",
+        py.get_type::<UnexpectedAppendOffsetError>(),
     )?;
     m.add_class::<AppendResult>()?;
     m.add_class::<CleanStats>()?;

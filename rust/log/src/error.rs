@@ -35,6 +35,12 @@ pub enum LogError {
     /// (INVALID_PRODUCER_EPOCH, 47).
     #[error("invalid producer epoch: {0}")]
     InvalidProducerEpoch(String),
+    /// A follower append's batch does not start after the log end / the
+    /// previous batch (Kafka's UnexpectedAppendOffsetException and
+    /// OffsetsOutOfOrderException: internal, no protocol error of their own;
+    /// UNKNOWN_SERVER_ERROR, -1, if ever answered).
+    #[error("batch at offset {offset} does not start at or after the next offset {next_offset}")]
+    UnexpectedAppendOffset { offset: i64, next_offset: i64 },
     /// An I/O error on the log files (KAFKA_STORAGE_ERROR, 56).
     #[error(transparent)]
     Io(#[from] io::Error),
@@ -50,6 +56,7 @@ impl LogError {
             LogError::OffsetOutOfRange { .. } => 1,
             LogError::OutOfOrderSequence(_) => 45,
             LogError::InvalidProducerEpoch(_) => 47,
+            LogError::UnexpectedAppendOffset { .. } => -1,
             LogError::WouldBlock | LogError::Closed | LogError::Io(_) => 56,
         }
     }
@@ -85,6 +92,11 @@ mod tests {
             LogError::InvalidProducerEpoch("x".into()).kafka_error_code(),
             47
         );
+        let e = LogError::UnexpectedAppendOffset {
+            offset: 3,
+            next_offset: 5,
+        };
+        assert_eq!(e.kafka_error_code(), -1);
         assert_eq!(LogError::Io(io::Error::other("x")).kafka_error_code(), 56);
     }
 }

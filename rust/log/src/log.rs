@@ -31,6 +31,7 @@ use std::sync::Arc;
 use crate::batch::{self, HEADER_SIZE};
 use crate::codec::{self, RecordIter, DECOMPRESSED_BYTES_MAX};
 use crate::error::{LogError, Result};
+use crate::leader_epoch::LeaderEpochCache;
 use crate::producer_state::{PendingUpdate, ProducerStateManager};
 use crate::recovery;
 use crate::segment::{PreparedBatch, Segment};
@@ -113,6 +114,8 @@ pub struct Log {
     /// (size_bytes, segment_count) frozen at close, once the files are released.
     closed_stats: (u64, usize),
     pub(crate) producers: ProducerStateManager,
+    /// Leader epoch -> start offset (`leader-epoch-checkpoint`); see `replication.rs`.
+    pub(crate) epochs: LeaderEpochCache,
 }
 
 impl Log {
@@ -136,6 +139,7 @@ impl Log {
             closed: false,
             closed_stats: (0, 0),
             producers: ProducerStateManager::new(dir),
+            epochs: LeaderEpochCache::new(dir),
         };
         if log.segments.is_empty() || log.log_end_offset < log.log_start_offset {
             for s in std::mem::take(&mut log.segments).into_values() {
@@ -151,6 +155,7 @@ impl Log {
             .recovery_point
             .clamp(log.log_start_offset, log.log_end_offset);
         log.rebuild_producer_state()?;
+        log.load_leader_epochs()?;
         Ok(log)
     }
 
@@ -192,7 +197,7 @@ impl Log {
         self.producers.remove_expired(now_ms, max_age_ms)
     }
 
-    fn add_segment(&mut self, base_offset: i64, now_ms: i64) -> Result<()> {
+    pub(crate) fn add_segment(&mut self, base_offset: i64, now_ms: i64) -> Result<()> {
         let mut s = Segment::open(
             &self.dir,
             base_offset,
@@ -204,7 +209,7 @@ impl Log {
         Ok(())
     }
 
-    fn active(&mut self) -> &mut Segment {
+    pub(crate) fn active(&mut self) -> &mut Segment {
         self.segments
             .values_mut()
             .next_back()
@@ -303,7 +308,11 @@ impl Log {
             });
         }
         let (base_offset, last_offset) = reported.expect("at least one batch");
-        if !prepared.is_empty() {
+        if let Some(first) = prepared.first() {
+            // Kafka assigns the epoch before writing: the cache is never behind the log.
+            if self.epochs.assign(leader_epoch, first.parsed().base_offset) {
+                self.epochs.flush()?;
+            }
             if self.should_roll(size, max_ts, next - 1, now_ms) {
                 self.roll_at(now_ms)?;
             }
@@ -327,7 +336,13 @@ impl Log {
     }
 
     /// Kafka's `LogSegment.shouldRoll` for an append of `size` bytes.
-    fn should_roll(&mut self, size: u64, max_ts: i64, last_offset: i64, now_ms: i64) -> bool {
+    pub(crate) fn should_roll(
+        &mut self,
+        size: u64,
+        max_ts: i64,
+        last_offset: i64,
+        now_ms: i64,
+    ) -> bool {
         let segment_bytes = self.config.segment_bytes;
         let segment_ms = self.config.segment_ms;
         let s = self.active();
@@ -350,7 +365,7 @@ impl Log {
         self.roll_at(now_ms)
     }
 
-    fn roll_at(&mut self, now_ms: i64) -> Result<()> {
+    pub(crate) fn roll_at(&mut self, now_ms: i64) -> Result<()> {
         if self.active().size() == 0 {
             return Ok(());
         }
@@ -488,6 +503,12 @@ impl Log {
     pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<()> {
         self.check_open()?;
         if offset >= self.log_end_offset {
+            // No record there, but an epoch assigned at the log end by a
+            // leader that wrote nothing goes, so a follower's epoch-based
+            // truncation (replication.rs) always makes progress.
+            if self.epochs.truncate_from_end(offset) {
+                self.epochs.flush()?;
+            }
             return Ok(());
         }
         if offset < self.log_start_offset {
@@ -499,6 +520,9 @@ impl Log {
             self.log_end_offset = offset;
             self.recovery_point = offset;
             self.producers.reset(offset)?;
+            if self.epochs.clear() {
+                self.epochs.flush()?;
+            }
             return Ok(());
         }
         let floor = *self
@@ -521,6 +545,9 @@ impl Log {
         recovery::recover_segment(seg)?;
         self.log_end_offset = self.active().next_offset();
         self.recovery_point = self.recovery_point.min(self.log_end_offset);
+        if self.epochs.truncate_from_end(self.log_end_offset) {
+            self.epochs.flush()?;
+        }
         self.rebuild_producer_state()
     }
 
@@ -537,6 +564,9 @@ impl Log {
             });
         }
         self.log_start_offset = self.log_start_offset.max(offset);
+        if self.epochs.truncate_from_start(self.log_start_offset) {
+            self.epochs.flush()?;
+        }
         let bases: Vec<i64> = self.segments.keys().copied().collect();
         let mut deleted = 0;
         for pair in bases.windows(2) {

@@ -55,8 +55,14 @@ fn segment_files_match_kafka_layout() {
         .flat_map(|o| ["index", "log", "timeindex"].map(|e| format!("{o:020}.{e}")))
         .collect();
     want.push(format!("{second:020}.snapshot"));
+    // ... and the leader-epoch cache: epoch 0 starts at offset 0.
+    want.push("leader-epoch-checkpoint".into());
     want.sort();
     assert_eq!(names, want);
+    assert_eq!(
+        std::fs::read_to_string(p("leader-epoch-checkpoint")).unwrap(),
+        "0\n1\n0 0\n"
+    );
 
     // The rolled segment: indexes trimmed to their entries.
     let index = std::fs::read(p("00000000000000000000.index")).unwrap();
