@@ -7,7 +7,7 @@ cluster of one, not a second code path."""
 from __future__ import annotations
 
 from pybroker.coordination.base import TopicRecord
-from pybroker.metadata.cache import MetadataCache
+from pybroker.metadata.cache import BrokerEndpoint, MetadataCache
 from pybroker.replica.manager import ReplicaManager
 
 
@@ -16,10 +16,14 @@ class MetadataPublisher:
         self.metadata = metadata
         self.replicas = replicas
 
-    def topic_changed(self, record: TopicRecord) -> None:
-        """A topic was created, grew, or its partition states changed."""
+    def brokers_changed(self, brokers: list[BrokerEndpoint]) -> None:
+        self.metadata.set_brokers(brokers)
+
+    def topic_changed(self, record: TopicRecord, versions: list[int] | None = None) -> None:
+        """A topic was created, grew, or its partition states changed (`versions`:
+        each state's version in the store, for conditional ISR updates)."""
         self.metadata.update_topic(record)
-        self.replicas.apply_topic(record)
+        self.replicas.apply_topic(record, versions)
 
     def topic_deleted(self, name: str) -> None:
         self.metadata.remove_topic(name)

@@ -1,0 +1,134 @@
+"""Keeps this broker's metadata in step with the coordination store: it
+watches the live brokers, the controller, the topics, their configs and every
+partition's state, and hands each change to the publisher (the metadata cache,
+then the replica layer). The same listener runs on a single node over the
+embedded store and on every broker of a cluster over ZooKeeper."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from pybroker.coordination.base import (
+    CoordinationBackend,
+    PartitionState,
+    TopicAssignment,
+    TopicRecord,
+    VersionedState,
+    WatchHandle,
+)
+from pybroker.coordination.znodes import BrokerRegistration
+from pybroker.metadata.cache import BrokerEndpoint
+from pybroker.metadata.publisher import MetadataPublisher
+
+log = logging.getLogger(__name__)
+
+NO_LEADER = -1
+
+
+class MetadataListener:
+    def __init__(self, backend: CoordinationBackend, publisher: MetadataPublisher,
+                 listener_name: str) -> None:
+        self.backend = backend
+        self.publisher = publisher
+        #: which of a broker's registered endpoints clients are given
+        self.listener_name = listener_name
+        self.assignments: dict[str, TopicAssignment] = {}
+        self.configs: dict[str, dict[str, str]] = {}
+        self.states: dict[tuple[str, int], VersionedState] = {}
+        self._handles: list[WatchHandle] = []
+
+    async def start(self) -> None:
+        watch = self.backend
+        self._handles = [
+            await watch.watch_brokers(self._brokers_changed),
+            await watch.watch_controller(self._controller_changed),
+            await watch.watch_topics(self._topics_changed),
+            await watch.watch_topic_configs(self._configs_changed),
+            await watch.watch_partition_states(self._state_changed),
+        ]
+
+    def stop(self) -> None:
+        for handle in self._handles:
+            handle.cancel()
+        self._handles = []
+
+    # --- watch callbacks ------------------------------------------------------------
+    def _brokers_changed(self, brokers: dict[int, BrokerRegistration]) -> None:
+        endpoints = []
+        for broker_id, registration in sorted(brokers.items()):
+            endpoint = self._endpoint(broker_id, registration)
+            if endpoint is not None:
+                endpoints.append(endpoint)
+        self.publisher.brokers_changed(endpoints)
+
+    def _endpoint(self, broker_id: int, registration: BrokerRegistration
+                  ) -> BrokerEndpoint | None:
+        try:
+            parsed = registration.parsed_endpoints()
+        except ValueError as exc:
+            log.warning("broker %d registered a bad endpoint: %s", broker_id, exc)
+            return None
+        chosen = next((e for e in parsed if e.listener_name == self.listener_name),
+                      parsed[0] if parsed else None)
+        if chosen is None:
+            return None
+        rack = registration.rack if isinstance(registration.rack, str) else None
+        return BrokerEndpoint(broker_id, chosen.host, chosen.port, rack)
+
+    def _controller_changed(self, controller: int | None) -> None:
+        self.publisher.metadata.set_controller(-1 if controller is None else controller)
+
+    async def _topics_changed(self, topics: dict[str, TopicAssignment]) -> None:
+        for name in [n for n in self.assignments if n not in topics]:
+            del self.assignments[name]
+            self.configs.pop(name, None)
+            for key in [k for k in self.states if k[0] == name]:
+                del self.states[key]
+            self.publisher.topic_deleted(name)
+        for name, assignment in topics.items():
+            if self.assignments.get(name) == assignment:
+                continue
+            if name not in self.configs:
+                self.configs[name] = await self.backend.topic_configs(name)
+            self.assignments[name] = assignment
+            self._publish(name)
+
+    def _configs_changed(self, name: str, configs: dict[str, str]) -> None:
+        if name not in self.assignments:
+            return
+        self.configs[name] = dict(configs)
+        self.publisher.topic_configs_changed(self._record(name)[0])
+
+    def _state_changed(self, topic: str, partition: int, state: VersionedState | None) -> None:
+        if state is None:
+            self.states.pop((topic, partition), None)
+        else:
+            self.states[(topic, partition)] = state
+        if topic in self.assignments:
+            self._publish(topic)
+
+    # --- records ----------------------------------------------------------------------
+    def _publish(self, name: str) -> None:
+        record, versions = self._record(name)
+        self.publisher.topic_changed(record, versions)
+
+    def _record(self, name: str) -> tuple[TopicRecord, list[int]]:
+        """The topic as the cache and the replica layer see it: partitions without
+        a state yet have no leader."""
+        assignment = self.assignments[name]
+        partitions = []
+        versions = []
+        for index in range(len(assignment.partitions)):
+            replicas = list(assignment.partitions.get(index, []))
+            known = self.states.get((name, index))
+            if known is None:
+                partitions.append(PartitionState(NO_LEADER, -1, replicas, []))
+                versions.append(-1)
+            else:
+                partitions.append(PartitionState(known.state.leader, known.state.leader_epoch,
+                                                 replicas, list(known.state.isr)))
+                versions.append(known.version)
+        topic_id = assignment.topic_id if isinstance(assignment.topic_id, uuid.UUID) \
+            else uuid.UUID(str(assignment.topic_id))
+        return TopicRecord(name, topic_id, partitions, dict(self.configs.get(name, {}))), versions
