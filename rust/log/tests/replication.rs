@@ -300,6 +300,29 @@ fn follower_accepts_gaps_and_restarts_an_empty_log_inside_a_batch() {
 }
 
 #[test]
+fn follower_gap_beyond_i32_offsets_starts_a_segment_at_the_batch() {
+    let fd = tempfile::tempdir().unwrap();
+    let mut follower = open(fd.path());
+    let far = 3_000_000_000i64;
+    for (i, base) in [(0, 5), (1, far), (2, 2 * far)] {
+        let mut b = batch(2, 10, -1, -1);
+        pybroker_log::batch::set_base_offset(&mut b, base);
+        let info = follower.append_as_follower(&b, NOW).unwrap();
+        assert_eq!(info.base_offset, base, "batch {i}");
+    }
+    let bases: Vec<i64> = follower.segment_infos().iter().map(|s| s.0).collect();
+    assert_eq!(bases, vec![0, far, 2 * far]);
+    for (asked, want) in [(0, 5), (7, far), (far + 1, far), (far + 2, 2 * far)] {
+        let s = follower.read(asked, 1000, true, None).unwrap().unwrap();
+        let h = pybroker_log::batch::check_stored_batch(&s.read().unwrap()).unwrap();
+        assert_eq!(h.base_offset, want, "read at {asked}");
+    }
+    follower.close().unwrap();
+    let again = open_with(fd.path(), config(1500, false), false);
+    assert_eq!(again.log_end_offset(), 2 * far + 2);
+}
+
+#[test]
 fn follower_producer_state_recognises_a_retry_after_failover() {
     let (ld, fd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut leader = open(ld.path());
