@@ -151,3 +151,21 @@ def test_overlap_corruption_and_empty_input(tmp_path: Path) -> None:
     empty = open_log(tmp_path / "e-0")
     assert empty.latest_epoch is None
     assert empty.end_offset_for_epoch(0) == (-1, -1)
+
+
+def test_follower_starts_over_where_the_leaders_log_starts(tmp_path: Path) -> None:
+    """Retention on the leader removed what the follower lacks: the follower starts
+    over at the leader's log start (Kafka's truncateFullyAndStartAt)."""
+    leader = open_log(tmp_path / "l-0", log_start_offset=100)
+    lead(leader, 3, [make_batch(2), make_batch(2)])
+    follower = open_log(tmp_path / "f-0")
+    lead(follower, 1, [make_batch(5)])
+    follower.truncate_fully_and_start_at(leader.log_start_offset)
+    assert (follower.log_start_offset, follower.log_end_offset) == (100, 100)
+    assert follower.latest_epoch is None
+    assert follower.segment_count == 1
+    catch_up(leader, follower)
+    assert log_bytes(tmp_path / "f-0") == log_bytes(tmp_path / "l-0")
+    assert follower.end_offset_for_epoch(3) == (3, 104)
+    with pytest.raises(ValueError):
+        follower.truncate_fully_and_start_at(-1)

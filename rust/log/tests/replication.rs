@@ -466,6 +466,33 @@ fn truncation_and_log_start_keep_the_cache_consistent() {
 }
 
 #[test]
+fn truncate_fully_and_start_past_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    for i in 0..6 {
+        log.append(&batch(3, 200, 4, 3 * i), 2, NOW).unwrap();
+    }
+    assert!(log.segment_count() > 1);
+    log.truncate_fully_and_start_at(500, NOW).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (500, 500));
+    assert_eq!(log.recovery_point(), 500);
+    assert_eq!(log.segment_infos(), vec![(500, 0, -1)]);
+    assert_eq!(
+        (log.latest_epoch(), log.producer_state().producer_count()),
+        (None, 0)
+    );
+    assert_eq!(checkpoint(dir.path()), "0\n0\n");
+    let mut b = batch(2, 10, -1, -1);
+    pybroker_log::batch::set_base_offset(&mut b, 500);
+    pybroker_log::batch::set_partition_leader_epoch(&mut b, 9);
+    log.append_as_follower(&b, NOW).unwrap();
+    drop(log);
+    let log = open(dir.path());
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (500, 502));
+    assert_eq!(epochs(&log), vec![(9, 500)]);
+}
+
+#[test]
 fn epoch_entries_are_exposed_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = open(dir.path());
