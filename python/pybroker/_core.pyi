@@ -194,7 +194,15 @@ class PartitionLog:
         the producer state rebuilt from the newest snapshot below the cut, and
         leader-epoch entries starting at or after the new end dropped. Below
         log_start_offset the log is emptied, the epoch cache cleared, and the
-        log restarts at `offset`. A no-op at/after log_end_offset."""
+        log restarts at `offset`. At/after log_end_offset only leader-epoch
+        entries starting at/after `offset` (assigned, no batch yet) are dropped,
+        so repeated epoch-based truncation always progresses."""
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the empty log at `offset`
+        (log_start_offset == log_end_offset == offset, above or below the old
+        end): Kafka's truncateFullyAndStartAt, for a follower whose leader's log
+        starts past this log's end (retention there). The producer state and the
+        leader-epoch cache are cleared. ValueError for a negative offset."""
     def advance_log_start_offset(self, offset: int) -> int:
         """Raise log_start_offset (DeleteRecords, retention) and delete segments
         whose offsets all lie below it, never the active one. The leader-epoch

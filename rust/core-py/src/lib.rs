@@ -367,6 +367,16 @@ impl PartitionLog {
         release(py, || self.lock().truncate_to(offset, now_ms()))
     }
 
+    /// Delete every segment; the empty log restarts at `offset`.
+    fn truncate_fully_and_start_at(&self, py: Python<'_>, offset: i64) -> PyResult<()> {
+        if offset < 0 {
+            return Err(PyValueError::new_err("offset must not be negative"));
+        }
+        release(py, || {
+            self.lock().truncate_fully_and_start_at(offset, now_ms())
+        })
+    }
+
     /// Raise log_start_offset; delete segments wholly below it. Returns the count.
     fn advance_log_start_offset(&self, py: Python<'_>, offset: i64) -> PyResult<usize> {
         release(py, || self.lock().advance_log_start_offset(offset))

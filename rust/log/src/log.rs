@@ -512,18 +512,7 @@ impl Log {
             return Ok(());
         }
         if offset < self.log_start_offset {
-            for s in std::mem::take(&mut self.segments).into_values() {
-                s.delete_files()?;
-            }
-            self.add_segment(offset, now_ms)?;
-            self.log_start_offset = offset;
-            self.log_end_offset = offset;
-            self.recovery_point = offset;
-            self.producers.reset(offset)?;
-            if self.epochs.clear() {
-                self.epochs.flush()?;
-            }
-            return Ok(());
+            return self.truncate_fully_and_start_at(offset, now_ms);
         }
         let floor = *self
             .segments
@@ -549,6 +538,26 @@ impl Log {
             self.epochs.flush()?;
         }
         self.rebuild_producer_state()
+    }
+
+    /// Deletes every segment and restarts the empty log at `offset` (log
+    /// start = log end = `offset`, any value >= 0): Kafka's
+    /// `truncateFullyAndStartAt`, for a follower whose leader's log starts
+    /// past its end. Producer state and leader-epoch cache are cleared.
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64, now_ms: i64) -> Result<()> {
+        self.check_open()?;
+        for s in std::mem::take(&mut self.segments).into_values() {
+            s.delete_files()?;
+        }
+        self.add_segment(offset, now_ms)?;
+        self.log_start_offset = offset;
+        self.log_end_offset = offset;
+        self.recovery_point = offset;
+        self.producers.reset(offset)?;
+        if self.epochs.clear() {
+            self.epochs.flush()?;
+        }
+        Ok(())
     }
 
     /// Raises the log start offset (DeleteRecords, retention) and deletes the

@@ -128,7 +128,7 @@ impl Log {
             });
         }
         if restart {
-            self.truncate_to(first.base_offset, now_ms)?;
+            self.truncate_fully_and_start_at(first.base_offset, now_ms)?;
         }
         let mut epochs_changed = false;
         for r in &refs {

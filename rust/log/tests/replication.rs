@@ -300,6 +300,29 @@ fn follower_accepts_gaps_and_restarts_an_empty_log_inside_a_batch() {
 }
 
 #[test]
+fn follower_gap_beyond_i32_offsets_starts_a_segment_at_the_batch() {
+    let fd = tempfile::tempdir().unwrap();
+    let mut follower = open(fd.path());
+    let far = 3_000_000_000i64;
+    for (i, base) in [(0, 5), (1, far), (2, 2 * far)] {
+        let mut b = batch(2, 10, -1, -1);
+        pybroker_log::batch::set_base_offset(&mut b, base);
+        let info = follower.append_as_follower(&b, NOW).unwrap();
+        assert_eq!(info.base_offset, base, "batch {i}");
+    }
+    let bases: Vec<i64> = follower.segment_infos().iter().map(|s| s.0).collect();
+    assert_eq!(bases, vec![0, far, 2 * far]);
+    for (asked, want) in [(0, 5), (7, far), (far + 1, far), (far + 2, 2 * far)] {
+        let s = follower.read(asked, 1000, true, None).unwrap().unwrap();
+        let h = pybroker_log::batch::check_stored_batch(&s.read().unwrap()).unwrap();
+        assert_eq!(h.base_offset, want, "read at {asked}");
+    }
+    follower.close().unwrap();
+    let again = open_with(fd.path(), config(1500, false), false);
+    assert_eq!(again.log_end_offset(), 2 * far + 2);
+}
+
+#[test]
 fn follower_producer_state_recognises_a_retry_after_failover() {
     let (ld, fd) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut leader = open(ld.path());
@@ -440,6 +463,33 @@ fn truncation_and_log_start_keep_the_cache_consistent() {
     assert_eq!(checkpoint(dir.path()), "0\n0\n");
     assert_eq!(log.latest_epoch(), None);
     assert_eq!(log.end_offset_for_epoch(0).unwrap(), (-1, -1));
+}
+
+#[test]
+fn truncate_fully_and_start_past_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    for i in 0..6 {
+        log.append(&batch(3, 200, 4, 3 * i), 2, NOW).unwrap();
+    }
+    assert!(log.segment_count() > 1);
+    log.truncate_fully_and_start_at(500, NOW).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (500, 500));
+    assert_eq!(log.recovery_point(), 500);
+    assert_eq!(log.segment_infos(), vec![(500, 0, -1)]);
+    assert_eq!(
+        (log.latest_epoch(), log.producer_state().producer_count()),
+        (None, 0)
+    );
+    assert_eq!(checkpoint(dir.path()), "0\n0\n");
+    let mut b = batch(2, 10, -1, -1);
+    pybroker_log::batch::set_base_offset(&mut b, 500);
+    pybroker_log::batch::set_partition_leader_epoch(&mut b, 9);
+    log.append_as_follower(&b, NOW).unwrap();
+    drop(log);
+    let log = open(dir.path());
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (500, 502));
+    assert_eq!(epochs(&log), vec![(9, 500)]);
 }
 
 #[test]
