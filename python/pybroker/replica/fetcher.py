@@ -145,21 +145,29 @@ class ReplicaFetcher:
                 self._truncate_to_epoch_end(state, answer["leader_epoch"], answer["end_offset"])
 
     def _truncate_to_epoch_end(self, state: FetchState, epoch: int, end_offset: int) -> None:
+        """Cut the log where the leader says our latest epoch ended (KIP-279). When
+        the leader answers with an older epoch than ours, we cut to where that
+        epoch ends in our own log too, and ask again with our (now older) latest
+        epoch, until both agree: records of epochs the leader never had go."""
         p = state.partition
         if epoch < 0 or end_offset < 0:
-            target = p.high_watermark  # the leader knows no such epoch: keep the committed
-        else:
-            target = min(end_offset, p.log_end_offset)
-            mine_epoch, mine_end = p.log.log.end_offset_for_epoch(epoch)
-            if mine_epoch == epoch and mine_end >= 0:
-                # our records of that epoch may end earlier than the leader's
-                target = min(target, mine_end)
+            # the leader knows no such epoch: keep what is committed, as Kafka does
+            p.truncate_to(p.high_watermark)
+            self._truncated(state)
+            return
+        target = min(end_offset, p.log_end_offset)
+        mine_epoch, mine_end = p.log.log.end_offset_for_epoch(epoch)
+        if mine_end >= 0:
+            target = min(target, mine_end)
         if target < p.log_end_offset:
             log.info("truncating %s-%d from %d to %d (leader epoch %d ends at %d on broker %d)",
                      p.topic, p.index, p.log_end_offset, target, epoch, end_offset,
                      self.leader_id)
+        agreed = mine_epoch == epoch and p.log.log.latest_epoch == epoch
         p.truncate_to(target)
-        self._truncated(state)
+        if agreed or p.log.log.latest_epoch is None:
+            self._truncated(state)
+        # else: our latest epoch is now older; the next round asks about it
 
     def _truncated(self, state: FetchState) -> None:
         state.truncated = True
@@ -211,6 +219,7 @@ class ReplicaFetcher:
                     state.fetch_offset = p.log_end_offset
                 else:
                     p.update_follower_high_watermark(answer["high_watermark"])
+                p.follow_log_start_offset(answer["log_start_offset"])
             except _core.UnexpectedAppendOffsetError as exc:
                 log.warning("%s-%d: %s; truncating by leader epoch again", p.topic, p.index, exc)
                 state.truncated = False
@@ -241,7 +250,7 @@ class ReplicaFetcher:
         elif state.fetch_offset < start:
             log.warning("%s-%d: leader %d starts at %d above our %d; starting over there",
                         p.topic, p.index, self.leader_id, start, state.fetch_offset)
-            p.truncate_to(p.log_start_offset)
+            p.truncate_fully_and_start_at(start)
             state.fetch_offset = start
 
     async def _leader_offset(self, connection: BrokerConnection, p: ReplicaPartition,

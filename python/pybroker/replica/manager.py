@@ -10,6 +10,7 @@ makes each partition leader or follower at the state's leader epoch."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from pybroker.coordination.base import TopicRecord
 from pybroker.errors import ErrorCode, KafkaError
@@ -29,6 +30,8 @@ class ReplicaManager:
         self.purgatory = purgatory
         self.fetchers = fetchers
         self.partitions: dict[tuple[str, int], ReplicaPartition] = {}
+        #: called when a follower may join an ISR (the ISR manager wakes up)
+        self.on_isr_candidate: Callable[[], None] = _ignore
 
     def get(self, topic: str, index: int) -> ReplicaPartition | None:
         return self.partitions.get((topic, index))
@@ -60,7 +63,8 @@ class ReplicaManager:
                 continue
             if partition is None:
                 partition = ReplicaPartition(self.logs.open_partition(record, index),
-                                             self.broker_id, self.purgatory)
+                                             self.broker_id, self.purgatory,
+                                             self._isr_candidate)
                 self.partitions[key] = partition
             elif state.leader_epoch < partition.leader_epoch:
                 log.info("ignoring stale state of %s-%d at leader epoch %d (have %d)",
@@ -85,5 +89,12 @@ class ReplicaManager:
         self.fetchers.unfollow(key)
         self.partitions.pop(key).detach()
 
+    def _isr_candidate(self) -> None:
+        self.on_isr_candidate()
+
     def update_topic_config(self, record: TopicRecord) -> None:
         self.logs.update_topic_config(record)
+
+
+def _ignore() -> None:
+    pass

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 from pybroker._core import AppendResult, FileSlice
 from pybroker.coordination.base import PartitionState
@@ -46,7 +46,8 @@ class FollowerState:
 
 
 class ReplicaPartition:
-    def __init__(self, log: Partition, broker_id: int, purgatory: Purgatory) -> None:
+    def __init__(self, log: Partition, broker_id: int, purgatory: Purgatory,
+                 on_isr_candidate: Callable[[], None] | None = None) -> None:
         self.log = log
         self.topic = log.topic
         self.index = log.index
@@ -60,8 +61,12 @@ class ReplicaPartition:
         #: the coordination store's version of the state this broker last took, so an
         #: ISR change is a conditional write on it (a stale leader's write fails)
         self.state_version = -1
+        #: where this broker's current leadership began (a follower must have
+        #: reached it to join the ISR: it then holds nothing of an older epoch)
+        self.epoch_start_offset = 0
         self._hw_key = hw_key(self.topic, self.index)
         self._leo_key = leo_key(self.topic, self.index)
+        self._on_isr_candidate = on_isr_candidate
 
     # --- role ---------------------------------------------------------------------
     @property
@@ -78,6 +83,7 @@ class ReplicaPartition:
         if new_epoch:
             # the epoch starts at our log end: a returning replica truncates to it
             self.log.log.assign_leader_epoch(state.leader_epoch, self.log_end_offset)
+            self.epoch_start_offset = self.log_end_offset
         self.followers = {
             b: previous.get(b, FollowerState(last_caught_up_ms=now))
             for b in state.replicas if b != self.broker_id
@@ -157,6 +163,9 @@ class ReplicaPartition:
         if fetch_offset >= self.log_end_offset:
             follower.last_caught_up_ms = now
         self._maybe_increment_high_watermark()
+        if (broker_id not in self.isr and fetch_offset >= self.high_watermark
+                and self._on_isr_candidate is not None):
+            self._on_isr_candidate()
 
     def isr_to_expand(self) -> list[int] | None:
         """The ISR with a caught-up follower added (one whose log end reached the
@@ -164,7 +173,8 @@ class ReplicaPartition:
         if not self.is_leader:
             return None
         joining = [b for b, f in self.followers.items()
-                   if b not in self.isr and f.log_end_offset >= self.high_watermark]
+                   if b not in self.isr and f.log_end_offset >= self.high_watermark
+                   and f.log_end_offset >= self.epoch_start_offset]
         return sorted(set(self.isr) | set(joining)) if joining else None
 
     def isr_to_shrink(self, lag_time_max_ms: int) -> list[int] | None:
@@ -190,7 +200,7 @@ class ReplicaPartition:
         """Append batches fetched from the leader, keeping its offsets; the high
         watermark follows the leader's, up to what this replica has. Returns the
         records appended."""
-        result = self.log.log.append_as_follower(records)
+        result = self.log.append_as_follower(records)
         self.update_follower_high_watermark(leader_high_watermark)
         return int(result.record_count)
 
@@ -203,6 +213,17 @@ class ReplicaPartition:
     def truncate_to(self, offset: int) -> None:
         self.log.log.truncate_to(offset)
         self.log.update_high_watermark(min(self.high_watermark, self.log_end_offset))
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.log.truncate_fully_and_start_at(offset)
+        self.log.update_high_watermark(offset)
+
+    def follow_log_start_offset(self, leader_log_start_offset: int) -> None:
+        """The leader's log start moved (retention, DeleteRecords): ours follows, as
+        far as we have records (Kafka's maybeIncrementLogStartOffset)."""
+        target = min(leader_log_start_offset, self.log_end_offset)
+        if target > self.log_start_offset:
+            self.log.log.advance_log_start_offset(target)
 
     def read(self, offset: int, max_bytes: int, min_one: bool,
              committed_only: bool = True) -> FileSlice | None:

@@ -1,0 +1,91 @@
+"""ISR changes a partition leader makes itself (Kafka's ZooKeeper-era
+Partition.maybeShrinkIsr / maybeExpandIsr): a follower that has not caught up
+for replica.lag.time.max.ms leaves the ISR, a follower whose log end reached
+the high watermark joins it.
+
+Each change is a conditional write of the partition's state, on the version
+this leader last saw: if the controller moved leadership meanwhile (or this
+broker is a zombie whose session expired), the write fails and nothing
+changes — the new state arrives through the metadata watches instead. The
+controller is told through an ISR change notification."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+
+from pybroker.coordination.base import CoordinationBackend
+from pybroker.coordination.errors import CoordinationError, StaleVersion
+from pybroker.coordination.znodes import LeaderAndIsr
+from pybroker.metadata.listener import MetadataListener
+from pybroker.metrics import BrokerMetrics
+from pybroker.replica.manager import ReplicaManager
+from pybroker.replica.partition import ReplicaPartition
+
+log = logging.getLogger(__name__)
+
+
+class IsrManager:
+    def __init__(self, replicas: ReplicaManager, backend: CoordinationBackend,
+                 listener: MetadataListener, lag_time_max_ms: int,
+                 metrics: BrokerMetrics) -> None:
+        self.replicas = replicas
+        self.backend = backend
+        self.listener = listener
+        self.lag_time_max_ms = lag_time_max_ms
+        self.metrics = metrics
+        self._expand = anyio.Event()
+        replicas.on_isr_candidate = self._expand.set
+
+    async def run(self) -> None:
+        """Check for expansions when a follower catches up, and for shrinks every
+        half replica.lag.time.max.ms (as Kafka's isr-expiration task)."""
+        interval = self.lag_time_max_ms / 2000
+        while True:
+            with anyio.move_on_after(interval):
+                await self._expand.wait()
+            self._expand = anyio.Event()
+            self.replicas.on_isr_candidate = self._expand.set
+            for partition in list(self.replicas.partitions.values()):
+                if not partition.is_leader:
+                    continue
+                shrunk = partition.isr_to_shrink(self.lag_time_max_ms)
+                if shrunk is not None:
+                    await self._write(partition, shrunk, expand=False)
+                    continue
+                grown = partition.isr_to_expand()
+                if grown is not None:
+                    await self._write(partition, grown, expand=True)
+
+    async def _write(self, partition: ReplicaPartition, isr: list[int], expand: bool) -> None:
+        known = self.listener.states.get((partition.topic, partition.index))
+        if known is None or known.version != partition.state_version:
+            return  # a newer state is on its way through the watches
+        state = known.state
+        if state.leader != partition.broker_id or state.leader_epoch != partition.leader_epoch:
+            return
+        new = LeaderAndIsr(controller_epoch=state.controller_epoch, leader=state.leader,
+                           leader_epoch=state.leader_epoch, isr=isr,
+                           leader_recovery_state=state.leader_recovery_state)
+        try:
+            version = await self.backend.update_partition_state(
+                partition.topic, partition.index, new, known.version)
+        except StaleVersion:
+            log.info("%s-%d: ISR change to %s lost a race (version %d); waiting for the new "
+                     "state", partition.topic, partition.index, isr, known.version)
+            return
+        except CoordinationError as exc:
+            log.warning("%s-%d: ISR change to %s failed: %s", partition.topic, partition.index,
+                        isr, exc)
+            return
+        log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, partition.isr, isr)
+        if expand:
+            self.metrics.isr_expands += 1
+        else:
+            self.metrics.isr_shrinks += 1
+        partition.isr_changed(isr, version)
+        try:
+            await self.backend.notify_isr_change([(partition.topic, partition.index)])
+        except CoordinationError as exc:
+            log.info("ISR change notification failed: %s", exc)
