@@ -227,7 +227,7 @@ class EmbeddedBackend:
         return dict(self._brokers)
 
     async def watch_brokers(self, callback: Callback) -> WatchHandle:
-        return self._watch("brokers", callback)
+        return await self._watch("brokers", callback)
 
     # --- controller ---
     async def try_elect_controller(self, broker_id: int) -> ControllerLease | None:
@@ -249,7 +249,7 @@ class EmbeddedBackend:
         return epoch, (epoch if epoch else -1)
 
     async def watch_controller(self, callback: Callback) -> WatchHandle:
-        return self._watch("controller", callback)
+        return await self._watch("controller", callback)
 
     async def resign(self, lease: ControllerLease) -> None:
         if self._controller == lease.broker_id and self._controller_epoch == lease.epoch:
@@ -312,7 +312,7 @@ class EmbeddedBackend:
         self._fire("topics")
 
     async def watch_topics(self, callback: Callback) -> WatchHandle:
-        return self._watch("topics", callback)
+        return await self._watch("topics", callback)
 
     async def topic_configs(self, name: str) -> dict[str, str]:
         topic = self._topics.get(name)
@@ -329,7 +329,7 @@ class EmbeddedBackend:
             self._dispatcher.submit(self._job(handle, callback, name, dict(configs)))
 
     async def watch_topic_configs(self, callback: Callback) -> WatchHandle:
-        return self._watch("configs", callback, initial=False)
+        return await self._watch("configs", callback, initial=False)
 
     async def request_topic_deletion(self, name: str) -> None:
         self._require(name)
@@ -342,7 +342,7 @@ class EmbeddedBackend:
         return set(self._pending_deletion)
 
     async def watch_topic_deletions(self, callback: Callback) -> WatchHandle:
-        return self._watch("deletions", callback)
+        return await self._watch("deletions", callback)
 
     async def delete_topic(self, name: str, lease: ControllerLease) -> None:
         self._fence(lease)
@@ -410,9 +410,13 @@ class EmbeddedBackend:
     async def watch_partition_states(self, callback: Callback) -> WatchHandle:
         handle = WatchHandle(lambda: self._watchers["states"].pop(handle, None))
         self._watchers["states"][handle] = callback
-        for name, entry in self._topics.items():
-            for partition in entry.states:
-                self._dispatcher.submit(self._state_job(handle, callback, name, partition))
+
+        async def initial() -> None:
+            for name, entry in list(self._topics.items()):
+                for partition in list(entry.states):
+                    await self._state_job(handle, callback, name, partition)()
+
+        await self._dispatcher.run(initial)
         return handle
 
     def _fire_state(self, topic: str, partition: int) -> None:
@@ -438,9 +442,9 @@ class EmbeddedBackend:
         self._fire("isr")
 
     async def watch_isr_changes(self, callback: Callback) -> WatchHandle:
-        handle = self._watch("isr", callback, initial=False)
+        handle = await self._watch("isr", callback, initial=False)
         if self._isr_changes:
-            self._dispatcher.submit(self._job(handle, callback), key=(handle, "isr"))
+            await self._dispatcher.run(self._job(handle, callback))
         return handle
 
     async def consume_isr_changes(self) -> set[tuple[str, int]]:
@@ -471,11 +475,11 @@ class EmbeddedBackend:
             return (set(self._pending_deletion),)
         return ()
 
-    def _watch(self, kind: str, callback: Callback, initial: bool = True) -> WatchHandle:
+    async def _watch(self, kind: str, callback: Callback, initial: bool = True) -> WatchHandle:
         handle = WatchHandle(lambda: self._watchers[kind].pop(handle, None))
         self._watchers[kind][handle] = callback
         if initial:
-            self._dispatcher.submit(self._level_job(kind, handle, callback), key=(handle, kind))
+            await self._dispatcher.run(self._level_job(kind, handle, callback))
         return handle
 
     def _fire(self, kind: str) -> None:

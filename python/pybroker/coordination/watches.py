@@ -104,6 +104,30 @@ class Dispatcher:
         except RuntimeError:  # the loop is closed: nobody is left to call back
             pass
 
+    async def run(self, job: Job) -> None:
+        """Queue `job` and wait until it has run, so a watch's first callback has been
+        delivered when watch_*() returns. From inside a callback (the dispatcher's own
+        task) it only queues: waiting there would wait for itself."""
+        if asyncio.current_task() is self._task or not self.running:
+            self.submit(job)
+            return
+        done = asyncio.Event()
+
+        async def tracked() -> None:
+            try:
+                await invoke(job)
+            finally:
+                done.set()
+
+        self.submit(tracked)
+        task = self._task
+        assert task is not None
+        waiter = asyncio.ensure_future(done.wait())
+        try:  # returns early if the dispatcher is closed meanwhile
+            await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+
     async def wait_idle(self) -> None:
         """Return once every job queued so far has run (for orderly tests and shutdown)."""
         while self._jobs or (self._idle is not None and not self._idle.is_set()):
