@@ -1,13 +1,56 @@
-"""The coordination interface every metadata backend implements."""
+"""The coordination interface every metadata backend implements.
+
+`CoordinationBackend` is what the broker, the controller and the replica manager use:
+an async interface with watches and versioned (conditional) writes, implemented by
+`embedded.EmbeddedBackend` (one node, a file in the data dir) and
+`zookeeper.ZooKeeperBackend` (kazoo, Kafka's znode layout). It is called from an
+asyncio event loop (anyio's asyncio backend); no method blocks the loop on ZooKeeper.
+
+Writes fall in two groups, as in Kafka's ZooKeeper mode:
+  * controller writes take the `ControllerLease` returned by `try_elect_controller`
+    and are fenced by the controller epoch: they run as one ZooKeeper transaction with
+    a check on /controller_epoch's version, so a deposed controller's write fails with
+    ControllerMoved instead of overwriting its successor's decisions;
+  * writes any broker or admin makes (register itself, topic configs, deletion requests,
+    ISR change notifications, producer id blocks) take no lease. A partition leader
+    updates its own ISR with `update_partition_state(..., lease=None)`, conditional on
+    the state's version as Kafka's leaders did.
+
+Watches (`watch_*`) take a callback (function or coroutine function) run on the event
+loop by one dispatcher task, one at a time, in order (see watches.py). State watches are
+level-triggered: the callback first gets the current value, then the new value after
+every change (several quick changes may arrive as one). `watch_topic_configs` and
+`watch_isr_changes` report events: they fire for changes made after registration.
+Every watch returns a WatchHandle; cancel() stops it.
+
+Errors: KafkaError with Kafka's codes (TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION,
+INVALID_REPLICA_ASSIGNMENT), ControllerMoved (NOT_CONTROLLER), StaleVersion,
+BrokerIdInUse, MalformedZNode, CoordinationUnavailable; see errors.py.
+
+The sync `MetadataStore` protocol and `TopicRecord` at the end are the broker's old view
+of the embedded store, kept until callers move to `CoordinationBackend`."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 import uuid
-from typing import Protocol
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple, Protocol
 
+from msgspec import Struct
+
+from pybroker.coordination.watches import Callback, WatchHandle
+from pybroker.coordination.znodes import BrokerRegistration, LeaderAndIsr
 from pybroker.errors import ErrorCode, KafkaError
+
+__all__ = [
+    "BrokerRegistration", "CoordinationBackend", "ControllerLease", "LeaderAndIsr",
+    "TopicAssignment", "VersionedState", "WatchHandle", "validate_topic_name",
+]
+
+#: Kafka's producer id block size (ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE)
+PRODUCER_ID_BLOCK_SIZE = 1000
 
 TOPIC_NAME_MAX = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -33,6 +76,221 @@ def validate_topic_name(name: str | None) -> None:
         )
 
 
+def validate_assignment(partitions: Mapping[int, list[int]]) -> None:
+    """Partitions are numbered 0..n-1 and each has distinct replicas; anything else is
+    INVALID_REPLICA_ASSIGNMENT (the broker ids themselves are the caller's to check)."""
+    if sorted(partitions) != list(range(len(partitions))):
+        raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                         f"Partitions must be numbered 0..{len(partitions) - 1}, got "
+                         f"{sorted(partitions)}")
+    for partition, replicas in partitions.items():
+        if not replicas or len(set(replicas)) != len(replicas):
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Invalid replica assignment {replicas} for partition {partition}")
+
+
+class TopicAssignment(Struct, frozen=True, kw_only=True):
+    """A topic's id and its replica assignment (/brokers/topics/<t>). The first replica
+    of a partition is its preferred leader."""
+
+    name: str
+    topic_id: uuid.UUID
+    #: partition -> replica broker ids
+    partitions: dict[int, list[int]]
+    #: partition -> replicas being added / removed by a reassignment (usually empty)
+    adding_replicas: dict[int, list[int]] = {}
+    removing_replicas: dict[int, list[int]] = {}
+
+
+class ControllerLease(Struct, frozen=True, kw_only=True):
+    """Proof of having won an election: the controller epoch this broker holds and the
+    version of /controller_epoch it wrote, which fences every controller write."""
+
+    broker_id: int
+    epoch: int
+    epoch_zk_version: int
+
+
+class VersionedState(NamedTuple):
+    """A partition's leader/ISR and its znode version, the `expected_version` for the
+    next conditional update."""
+
+    state: LeaderAndIsr
+    version: int
+
+
+class CoordinationBackend(Protocol):
+    """Cluster metadata with watches and conditional writes. See the module docstring
+    for the rules every method follows."""
+
+    # --- lifecycle and session ---
+    @property
+    def cluster_id(self) -> str:
+        """The cluster id (/cluster/id), created by the first broker; valid after start()."""
+        ...
+
+    async def start(self) -> None:
+        """Connect (ZooKeeper: create the chroot and Kafka's persistent paths), read or
+        create the cluster id, start the watch dispatcher."""
+        ...
+
+    async def close(self) -> None:
+        """Stop watches, drop this broker's ephemerals (registration, /controller)."""
+        ...
+
+    def on_session_lost(self, callback: Callback) -> WatchHandle:
+        """callback() when the ZooKeeper session expired: this broker's ephemerals (its
+        registration, /controller) are gone and any ControllerLease is void. Never fires
+        for the embedded backend."""
+        ...
+
+    def on_session_reestablished(self, callback: Callback) -> WatchHandle:
+        """callback() once a new session is up after an expiry; the backend has already
+        re-registered this store's brokers and re-armed every watch by then. A former
+        controller must run try_elect_controller again (Kafka does not re-create
+        /controller)."""
+        ...
+
+    # --- brokers ---
+    async def register_broker(self, broker_id: int, registration: BrokerRegistration) -> None:
+        """Create the ephemeral /brokers/ids/<id>; BrokerIdInUse if a live broker (or this
+        store already) holds the id. Re-created after a session re-establishment."""
+        ...
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        """Remove this store's registration of `broker_id` (controlled shutdown)."""
+        ...
+
+    async def live_brokers(self) -> dict[int, BrokerRegistration]:
+        ...
+
+    async def watch_brokers(self, callback: Callback) -> WatchHandle:
+        """callback(dict[int, BrokerRegistration]) with the live brokers, then on change."""
+        ...
+
+    # --- controller ---
+    async def try_elect_controller(self, broker_id: int) -> ControllerLease | None:
+        """Create /controller and increment /controller_epoch in one transaction
+        (Kafka's registerControllerAndIncrementControllerEpoch); None when another
+        broker is controller or won the race."""
+        ...
+
+    async def controller_id(self) -> int | None:
+        ...
+
+    async def controller_epoch(self) -> tuple[int, int]:
+        """(epoch, znode version) of /controller_epoch; (0, -1) before any election."""
+        ...
+
+    async def watch_controller(self, callback: Callback) -> WatchHandle:
+        """callback(int | None): the controller's broker id, then on every change."""
+        ...
+
+    async def resign(self, lease: ControllerLease) -> None:
+        """Delete /controller if it is still this lease's (a no-op otherwise)."""
+        ...
+
+    # --- topics ---
+    async def topic_assignments(self) -> dict[str, TopicAssignment]:
+        ...
+
+    async def create_topic(self, assignment: TopicAssignment, configs: Mapping[str, str],
+                           lease: ControllerLease | None = None) -> None:
+        """Write the topic's configs and assignment atomically (fenced when a lease is
+        given). TOPIC_ALREADY_EXISTS if it exists. Partition states are the controller's
+        to create (create_partition_states)."""
+        ...
+
+    async def set_partition_assignment(self, assignment: TopicAssignment,
+                                       lease: ControllerLease | None = None) -> None:
+        """Replace the topic's assignment (CreatePartitions adds partitions this way).
+        UNKNOWN_TOPIC_OR_PARTITION if the topic (with this topic id) does not exist."""
+        ...
+
+    async def watch_topics(self, callback: Callback) -> WatchHandle:
+        """callback(dict[str, TopicAssignment]) with every topic, then after each topic
+        creation, deletion or assignment change."""
+        ...
+
+    async def topic_configs(self, name: str) -> dict[str, str]:
+        """The topic's config overrides ({} when none)."""
+        ...
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace the topic's overrides and announce the change (/config/changes).
+        UNKNOWN_TOPIC_OR_PARTITION if the topic does not exist."""
+        ...
+
+    async def watch_topic_configs(self, callback: Callback) -> WatchHandle:
+        """callback(name, dict[str, str]) for each set_topic_configs after registration."""
+        ...
+
+    async def request_topic_deletion(self, name: str) -> None:
+        """Mark the topic for deletion (/admin/delete_topics/<t>); idempotent.
+        UNKNOWN_TOPIC_OR_PARTITION if the topic does not exist."""
+        ...
+
+    async def topics_pending_deletion(self) -> set[str]:
+        ...
+
+    async def watch_topic_deletions(self, callback: Callback) -> WatchHandle:
+        """callback(set[str]) with the topics marked for deletion, then on change."""
+        ...
+
+    async def delete_topic(self, name: str, lease: ControllerLease) -> None:
+        """Remove the topic's znodes (assignment, partition states), its configs and its
+        deletion mark. UNKNOWN_TOPIC_OR_PARTITION if it does not exist."""
+        ...
+
+    # --- partition state ---
+    async def partition_states(self, topic: str) -> dict[int, VersionedState]:
+        """The topic's partitions that have a state, with versions ({} for none)."""
+        ...
+
+    async def create_partition_states(self, topic: str, states: Mapping[int, LeaderAndIsr],
+                                      lease: ControllerLease) -> dict[int, int]:
+        """Create the state of new partitions (fenced); returns their versions (0).
+        KafkaError(UNKNOWN_TOPIC_OR_PARTITION) if the topic is gone, StaleVersion if a
+        state already exists."""
+        ...
+
+    async def update_partition_state(self, topic: str, partition: int, state: LeaderAndIsr,
+                                     expected_version: int,
+                                     lease: ControllerLease | None = None) -> int:
+        """Write the state if its version is still `expected_version` (else StaleVersion);
+        with a lease, also fenced by the controller epoch (else ControllerMoved).
+        Returns the new version."""
+        ...
+
+    async def watch_partition_states(self, callback: Callback) -> WatchHandle:
+        """callback(topic, partition, VersionedState | None) for every partition state
+        of every topic, then for each change; None when the state is deleted. ZooKeeper
+        holds one watch per state znode (plus one per topic's partitions list)."""
+        ...
+
+    # --- ISR change notifications (leader -> controller) ---
+    async def notify_isr_change(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Tell the controller these partitions' ISR changed (a sequential znode)."""
+        ...
+
+    async def watch_isr_changes(self, callback: Callback) -> WatchHandle:
+        """callback() whenever unconsumed ISR change notifications exist."""
+        ...
+
+    async def consume_isr_changes(self) -> set[tuple[str, int]]:
+        """Read and delete the pending notifications; the partitions they name."""
+        ...
+
+    # --- producer ids ---
+    async def allocate_producer_ids(self, broker_id: int,
+                                    count: int = PRODUCER_ID_BLOCK_SIZE) -> range:
+        """A block of `count` producer ids no other call (on any broker) gets, ever
+        (compare-and-set on /latest_producer_id_block)."""
+        ...
+
+
+# --- the broker's old, synchronous view of the embedded store (to be removed) ---
+
 @dataclasses.dataclass
 class PartitionState:
     leader: int
@@ -55,8 +313,8 @@ class TopicRecord:
 
 
 class MetadataStore(Protocol):
-    """What the broker needs from coordination. Methods raise KafkaError with
-    Kafka's codes (TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION, ...)."""
+    """The old sync interface (EmbeddedStore); new code uses CoordinationBackend.
+    Methods raise KafkaError with Kafka's codes (TOPIC_ALREADY_EXISTS, ...)."""
 
     cluster_id: str
 

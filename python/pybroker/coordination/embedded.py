@@ -1,109 +1,543 @@
 """Single-node metadata kept in one JSON file in the first log dir.
 
-Writes go to a temporary file that is fsynced and renamed over the old one, so a
-crash leaves either the old or the new metadata, never a torn file."""
+`EmbeddedBackend` implements CoordinationBackend for a cluster of one: the election
+always succeeds while nobody holds the controller, "ephemeral" state (broker
+registrations, the controller, ISR change notifications) lives as long as the
+object, and znode versions are kept in memory, so conditional and fenced writes
+fail exactly where ZooKeeper would fail them. Watches fire on the event loop after
+each change, through the same dispatcher as the ZooKeeper backend.
+
+`EmbeddedStore` is the broker's old synchronous view of the same state (topics(),
+create_topic(), ...), kept until its callers move to the backend (`store.backend`).
+
+File format (`pybroker-metadata.json`), version 2, msgspec JSON:
+
+  {"version": 2, "cluster_id": "<base64 uuid>", "producer_id_next": 2000,
+   "controller_epoch": 3, "pending_deletion": ["t"],
+   "topics": [{"name": "t", "topic_id": "<uuid, canonical form>", "configs": {...},
+               "partitions": [{"replicas": [0], "adding_replicas": [],
+                               "removing_replicas": [],
+                               "state": <LeaderAndIsr as in ZooKeeper> | null}]}]}
+
+Partition i of a topic is the i-th entry. Version 1 (before cluster mode) is read too:
+partitions were {"leader", "leader_epoch", "replicas", "isr"} and there was no
+controller epoch or deletion mark; it is rewritten as version 2 on the first change.
+Writes go to a temporary file that is fsynced and renamed over the old one (then the
+directory is fsynced), so a crash leaves either the old or the new metadata, never a
+torn file. They happen on the calling thread: metadata changes are rare and small."""
 
 from __future__ import annotations
 
-import base64
-import json
+import dataclasses
 import os
 import uuid
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
-from pybroker.coordination.base import PartitionState, TopicRecord
+import msgspec
+
+from pybroker.coordination.base import (
+    PRODUCER_ID_BLOCK_SIZE,
+    ControllerLease,
+    PartitionState,
+    TopicAssignment,
+    TopicRecord,
+    VersionedState,
+    validate_assignment,
+    validate_topic_name,
+)
+from pybroker.coordination.errors import (
+    BrokerIdInUse,
+    ControllerMoved,
+    MalformedZNode,
+    StaleVersion,
+)
+from pybroker.coordination.watches import Callback, Dispatcher, WatchHandle, invoke
+from pybroker.coordination.znodes import (
+    BrokerRegistration,
+    LeaderAndIsr,
+    new_cluster_id,
+    partition_state_path,
+)
 from pybroker.errors import ErrorCode, KafkaError
 
 METADATA_FILE = "pybroker-metadata.json"
+FILE_VERSION = 2
+
+__all__ = ["EmbeddedBackend", "EmbeddedStore", "METADATA_FILE", "new_cluster_id"]
 
 
-def new_cluster_id() -> str:
-    """Kafka's cluster id: 16 random bytes, URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+# --- file format -------------------------------------------------------------------------
+
+class _FileVersion(msgspec.Struct):
+    version: int
 
 
-class EmbeddedStore:
+class _PartitionV1(msgspec.Struct):
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+
+
+class _TopicV1(msgspec.Struct):
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[_PartitionV1]
+    configs: dict[str, str]
+
+
+class _FileV1(msgspec.Struct):
+    version: int
+    cluster_id: str
+    topics: list[_TopicV1]
+    producer_id_next: int = 0
+
+
+class _PartitionV2(msgspec.Struct):
+    replicas: list[int]
+    adding_replicas: list[int] = []
+    removing_replicas: list[int] = []
+    state: LeaderAndIsr | None = None
+
+
+class _TopicV2(msgspec.Struct):
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[_PartitionV2]
+    configs: dict[str, str] = {}
+
+
+class _FileV2(msgspec.Struct):
+    version: int
+    cluster_id: str
+    topics: list[_TopicV2]
+    producer_id_next: int = 0
+    controller_epoch: int = 0
+    pending_deletion: list[str] = []
+
+
+@dataclasses.dataclass
+class _Topic:
+    """One topic as the backend holds it; versions are in memory only."""
+
+    topic_id: uuid.UUID
+    partitions: dict[int, list[int]]
+    adding: dict[int, list[int]]
+    removing: dict[int, list[int]]
+    configs: dict[str, str]
+    states: dict[int, LeaderAndIsr]
+    state_versions: dict[int, int]
+
+    def assignment(self, name: str) -> TopicAssignment:
+        return TopicAssignment(
+            name=name, topic_id=self.topic_id,
+            partitions={p: list(r) for p, r in self.partitions.items()},
+            adding_replicas={p: list(r) for p, r in self.adding.items()},
+            removing_replicas={p: list(r) for p, r in self.removing.items()})
+
+
+def _read_file(path: Path) -> _FileV2:
+    data = path.read_bytes()
+    try:
+        version = msgspec.json.decode(data, type=_FileVersion).version
+        if version == 1:
+            old = msgspec.json.decode(data, type=_FileV1)
+            return _FileV2(version=FILE_VERSION, cluster_id=old.cluster_id,
+                           producer_id_next=old.producer_id_next, topics=[
+                               _TopicV2(name=t.name, topic_id=t.topic_id, configs=t.configs,
+                                        partitions=[_PartitionV2(
+                                            replicas=p.replicas,
+                                            state=LeaderAndIsr(controller_epoch=0,
+                                                               leader=p.leader,
+                                                               leader_epoch=p.leader_epoch,
+                                                               isr=p.isr))
+                                            for p in t.partitions])
+                               for t in old.topics])
+        if version == FILE_VERSION:
+            return msgspec.json.decode(data, type=_FileV2)
+    except msgspec.DecodeError as exc:
+        raise MalformedZNode(str(path), data, str(exc)) from exc
+    raise MalformedZNode(str(path), data, f"unknown metadata file version {version} "
+                         f"(this pybroker reads 1 and {FILE_VERSION})")
+
+
+# --- the backend -------------------------------------------------------------------------
+
+class EmbeddedBackend:
+    """CoordinationBackend for one node; see the module docstring."""
+
     def __init__(self, data_dir: str | Path, broker_id: int) -> None:
         self.path = Path(data_dir) / METADATA_FILE
         self.broker_id = broker_id
-        self._topics: dict[str, TopicRecord] = {}
+        #: bumped on every topic change; EmbeddedStore rebuilds its records from it
+        self.generation = 0
+        self._topics: dict[str, _Topic] = {}
+        self._pending_deletion: set[str] = set()
         self._producer_id_next = 0
+        self._controller_epoch = 0
+        self._brokers: dict[int, BrokerRegistration] = {}
+        self._controller: int | None = None
+        self._isr_changes: list[set[tuple[str, int]]] = []
+        self._dispatcher = Dispatcher()
+        self._watchers: dict[str, dict[WatchHandle, Callback]] = {
+            kind: {} for kind in ("brokers", "controller", "topics", "configs", "deletions",
+                                  "states", "isr")}
         if self.path.exists():
-            state = json.loads(self.path.read_text())
-            self.cluster_id = state["cluster_id"]
-            self._producer_id_next = state.get("producer_id_next", 0)
-            for raw in state["topics"]:
-                record = _topic_from_json(raw)
-                self._topics[record.name] = record
+            self._load(_read_file(self.path))
         else:
-            self.cluster_id = new_cluster_id()
+            self._cluster_id = new_cluster_id()
             self._save()
 
-    def topics(self) -> dict[str, TopicRecord]:
-        return self._topics
+    # --- lifecycle and session ---
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
 
-    def create_topic(
-        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
-    ) -> TopicRecord:
-        if name in self._topics:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        record = TopicRecord(
-            name=name,
-            topic_id=uuid.uuid4(),
-            partitions=[self._new_partition() for _ in range(partitions)],
-            configs=dict(configs),
-        )
-        self._topics[name] = record
+    async def start(self) -> None:
+        self._dispatcher.start()
+
+    async def close(self) -> None:
+        self._brokers.clear()
+        self._controller = None
+        await self._dispatcher.close()
+
+    def on_session_lost(self, callback: Callback) -> WatchHandle:
+        return WatchHandle()  # there is no session to lose
+
+    def on_session_reestablished(self, callback: Callback) -> WatchHandle:
+        return WatchHandle()
+
+    async def settle(self) -> None:
+        """Wait until every callback due so far has run."""
+        await self._dispatcher.wait_idle()
+
+    # --- brokers ---
+    async def register_broker(self, broker_id: int, registration: BrokerRegistration) -> None:
+        if broker_id in self._brokers:
+            raise BrokerIdInUse(broker_id, f"/brokers/ids/{broker_id}")
+        self._brokers[broker_id] = registration
+        self._fire("brokers")
+
+    async def unregister_broker(self, broker_id: int) -> None:
+        if self._brokers.pop(broker_id, None) is not None:
+            self._fire("brokers")
+
+    async def live_brokers(self) -> dict[int, BrokerRegistration]:
+        return dict(self._brokers)
+
+    async def watch_brokers(self, callback: Callback) -> WatchHandle:
+        return await self._watch("brokers", callback)
+
+    # --- controller ---
+    async def try_elect_controller(self, broker_id: int) -> ControllerLease | None:
+        if self._controller is not None:
+            return None
+        self._controller_epoch += 1
+        self._controller = broker_id
         self._save()
-        return record
+        self._fire("controller")
+        return ControllerLease(broker_id=broker_id, epoch=self._controller_epoch,
+                               epoch_zk_version=self._controller_epoch)
 
-    def delete_topic(self, name: str) -> TopicRecord:
-        record = self._require(name)
+    async def controller_id(self) -> int | None:
+        return self._controller
+
+    async def controller_epoch(self) -> tuple[int, int]:
+        # the version of /controller_epoch tracks the epoch: each election writes it once
+        epoch = self._controller_epoch
+        return epoch, (epoch if epoch else -1)
+
+    async def watch_controller(self, callback: Callback) -> WatchHandle:
+        return await self._watch("controller", callback)
+
+    async def resign(self, lease: ControllerLease) -> None:
+        if self._controller == lease.broker_id and self._controller_epoch == lease.epoch:
+            self._controller = None
+            self._fire("controller")
+
+    def _fence(self, lease: ControllerLease | None) -> None:
+        if lease is not None and lease.epoch_zk_version != self._controller_epoch:
+            raise ControllerMoved(
+                f"controller epoch is {self._controller_epoch}, this controller's lease is "
+                f"for epoch {lease.epoch}")
+
+    # --- topics ---
+    async def topic_assignments(self) -> dict[str, TopicAssignment]:
+        return {name: t.assignment(name) for name, t in self._topics.items()}
+
+    async def create_topic(self, assignment: TopicAssignment, configs: Mapping[str, str],
+                           lease: ControllerLease | None = None) -> None:
+        self._fence(lease)
+        self.create_topic_now(assignment, configs, {})
+
+    def create_topic_now(self, assignment: TopicAssignment, configs: Mapping[str, str],
+                         states: Mapping[int, LeaderAndIsr]) -> None:
+        """create_topic without awaiting (and optionally with partition states at once),
+        for EmbeddedStore's synchronous callers."""
+        validate_topic_name(assignment.name)
+        validate_assignment(assignment.partitions)
+        if assignment.name in self._topics:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS,
+                             f"Topic '{assignment.name}' already exists.")
+        self._topics[assignment.name] = _Topic(
+            topic_id=assignment.topic_id,
+            partitions={p: list(r) for p, r in assignment.partitions.items()},
+            adding={p: list(r) for p, r in assignment.adding_replicas.items()},
+            removing={p: list(r) for p, r in assignment.removing_replicas.items()},
+            configs=dict(configs), states=dict(states), state_versions=dict.fromkeys(states, 0))
+        self._save()
+        self._fire("topics")
+        for partition in states:
+            self._fire_state(assignment.name, partition)
+
+    async def set_partition_assignment(self, assignment: TopicAssignment,
+                                       lease: ControllerLease | None = None) -> None:
+        self._fence(lease)
+        self.set_partition_assignment_now(assignment)
+
+    def set_partition_assignment_now(self, assignment: TopicAssignment) -> None:
+        topic = self._require(assignment.name)
+        if topic.topic_id != assignment.topic_id:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"Topic '{assignment.name}' has another topic id now.")
+        validate_assignment(assignment.partitions)
+        if len(assignment.partitions) < len(topic.partitions):
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             f"Topic '{assignment.name}' cannot lose partitions.")
+        topic.partitions = {p: list(r) for p, r in assignment.partitions.items()}
+        topic.adding = {p: list(r) for p, r in assignment.adding_replicas.items()}
+        topic.removing = {p: list(r) for p, r in assignment.removing_replicas.items()}
+        self._save()
+        self._fire("topics")
+
+    async def watch_topics(self, callback: Callback) -> WatchHandle:
+        return await self._watch("topics", callback)
+
+    async def topic_configs(self, name: str) -> dict[str, str]:
+        topic = self._topics.get(name)
+        return dict(topic.configs) if topic is not None else {}
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        self.set_topic_configs_now(name, configs)
+
+    def set_topic_configs_now(self, name: str, configs: Mapping[str, str]) -> None:
+        topic = self._require(name)
+        topic.configs = dict(configs)
+        self._save()
+        for handle, callback in list(self._watchers["configs"].items()):
+            self._dispatcher.submit(self._job(handle, callback, name, dict(configs)))
+
+    async def watch_topic_configs(self, callback: Callback) -> WatchHandle:
+        return await self._watch("configs", callback, initial=False)
+
+    async def request_topic_deletion(self, name: str) -> None:
+        self._require(name)
+        if name not in self._pending_deletion:
+            self._pending_deletion.add(name)
+            self._save()
+            self._fire("deletions")
+
+    async def topics_pending_deletion(self) -> set[str]:
+        return set(self._pending_deletion)
+
+    async def watch_topic_deletions(self, callback: Callback) -> WatchHandle:
+        return await self._watch("deletions", callback)
+
+    async def delete_topic(self, name: str, lease: ControllerLease) -> None:
+        self._fence(lease)
+        self.delete_topic_now(name)
+
+    def delete_topic_now(self, name: str) -> None:
+        topic = self._require(name)
         del self._topics[name]
+        marked = name in self._pending_deletion
+        self._pending_deletion.discard(name)
         self._save()
-        return record
+        self._fire("topics")
+        if marked:
+            self._fire("deletions")
+        for partition in topic.states:
+            self._fire_state(name, partition)
 
-    def add_partitions(self, name: str, total: int) -> TopicRecord:
-        record = self._require(name)
-        record.partitions.extend(
-            self._new_partition() for _ in range(total - len(record.partitions)))
+    def _require(self, name: str) -> _Topic:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' not found.")
+        return topic
+
+    # --- partition state ---
+    async def partition_states(self, topic: str) -> dict[int, VersionedState]:
+        entry = self._topics.get(topic)
+        if entry is None:
+            return {}
+        return {p: VersionedState(s, entry.state_versions[p]) for p, s in entry.states.items()}
+
+    async def create_partition_states(self, topic: str, states: Mapping[int, LeaderAndIsr],
+                                      lease: ControllerLease) -> dict[int, int]:
+        self._fence(lease)
+        entry = self._require(topic)
+        for partition in states:
+            if partition not in entry.partitions:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"Topic '{topic}' has no partition {partition}.")
+            if partition in entry.states:
+                raise StaleVersion(partition_state_path(topic, partition), -1)
+        for partition, state in states.items():
+            entry.states[partition] = state
+            entry.state_versions[partition] = 0
         self._save()
-        return record
+        for partition in states:
+            self._fire_state(topic, partition)
+        return dict.fromkeys(states, 0)
 
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicRecord:
-        record = self._require(name)
-        record.configs = dict(configs)
+    async def update_partition_state(self, topic: str, partition: int, state: LeaderAndIsr,
+                                     expected_version: int,
+                                     lease: ControllerLease | None = None) -> int:
+        self._fence(lease)
+        entry = self._topics.get(topic)
+        if entry is None or partition not in entry.states:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             f"No state for partition {topic}-{partition}.")
+        if entry.state_versions[partition] != expected_version:
+            raise StaleVersion(partition_state_path(topic, partition), expected_version)
+        entry.states[partition] = state
+        entry.state_versions[partition] = version = expected_version + 1
         self._save()
-        return record
+        self._fire_state(topic, partition)
+        return version
 
-    def allocate_producer_ids(self, count: int) -> range:
-        """A block of producer ids no earlier or later call hands out, across restarts."""
+    async def watch_partition_states(self, callback: Callback) -> WatchHandle:
+        handle = WatchHandle(lambda: self._watchers["states"].pop(handle, None))
+        self._watchers["states"][handle] = callback
+
+        async def initial() -> None:
+            for name, entry in list(self._topics.items()):
+                for partition in list(entry.states):
+                    await self._state_job(handle, callback, name, partition)()
+
+        await self._dispatcher.run(initial)
+        return handle
+
+    def _fire_state(self, topic: str, partition: int) -> None:
+        for handle, callback in list(self._watchers["states"].items()):
+            self._dispatcher.submit(self._state_job(handle, callback, topic, partition),
+                                    key=(handle, topic, partition))
+
+    def _state_job(self, handle: WatchHandle, callback: Callback, topic: str, partition: int):
+        async def job() -> None:
+            if handle.cancelled:
+                return
+            entry = self._topics.get(topic)
+            current = None
+            if entry is not None and partition in entry.states:
+                current = VersionedState(entry.states[partition],
+                                         entry.state_versions[partition])
+            await invoke(callback, topic, partition, current)
+        return job
+
+    # --- ISR change notifications ---
+    async def notify_isr_change(self, partitions: Iterable[tuple[str, int]]) -> None:
+        self._isr_changes.append(set(partitions))
+        self._fire("isr")
+
+    async def watch_isr_changes(self, callback: Callback) -> WatchHandle:
+        handle = await self._watch("isr", callback, initial=False)
+        if self._isr_changes:
+            await self._dispatcher.run(self._job(handle, callback))
+        return handle
+
+    async def consume_isr_changes(self) -> set[tuple[str, int]]:
+        changes: set[tuple[str, int]] = set().union(*self._isr_changes)
+        self._isr_changes.clear()
+        return changes
+
+    # --- producer ids ---
+    async def allocate_producer_ids(self, broker_id: int,
+                                    count: int = PRODUCER_ID_BLOCK_SIZE) -> range:
+        return self.allocate_producer_ids_now(count)
+
+    def allocate_producer_ids_now(self, count: int) -> range:
         block = range(self._producer_id_next, self._producer_id_next + count)
         self._producer_id_next = block.stop
         self._save()
         return block
 
-    def _new_partition(self) -> PartitionState:
-        return PartitionState(self.broker_id, 0, [self.broker_id], [self.broker_id])
+    # --- watches ---
+    def _snapshot(self, kind: str) -> tuple[object, ...]:
+        if kind == "brokers":
+            return (dict(self._brokers),)
+        if kind == "controller":
+            return (self._controller,)
+        if kind == "topics":
+            return ({name: t.assignment(name) for name, t in self._topics.items()},)
+        if kind == "deletions":
+            return (set(self._pending_deletion),)
+        return ()
 
-    def _require(self, name: str) -> TopicRecord:
-        record = self._topics.get(name)
-        if record is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' not found.")
-        return record
+    async def _watch(self, kind: str, callback: Callback, initial: bool = True) -> WatchHandle:
+        handle = WatchHandle(lambda: self._watchers[kind].pop(handle, None))
+        self._watchers[kind][handle] = callback
+        if initial:
+            await self._dispatcher.run(self._level_job(kind, handle, callback))
+        return handle
+
+    def _fire(self, kind: str) -> None:
+        self.generation += 1
+        for handle, callback in list(self._watchers[kind].items()):
+            if kind == "isr":
+                self._dispatcher.submit(self._job(handle, callback), key=(handle, kind))
+            else:
+                self._dispatcher.submit(self._level_job(kind, handle, callback),
+                                        key=(handle, kind))
+
+    def _level_job(self, kind: str, handle: WatchHandle, callback: Callback):
+        async def job() -> None:
+            if not handle.cancelled:  # the value when the callback runs: bursts coalesce
+                await invoke(callback, *self._snapshot(kind))
+        return job
+
+    def _job(self, handle: WatchHandle, callback: Callback, *args: object):
+        async def job() -> None:
+            if not handle.cancelled:
+                await invoke(callback, *args)
+        return job
+
+    # --- the file ---
+    def _load(self, state: _FileV2) -> None:
+        self._cluster_id = state.cluster_id
+        self._producer_id_next = state.producer_id_next
+        self._controller_epoch = state.controller_epoch
+        self._pending_deletion = set(state.pending_deletion)
+        for raw in state.topics:
+            states = {p: part.state for p, part in enumerate(raw.partitions)
+                      if part.state is not None}
+            self._topics[raw.name] = _Topic(
+                topic_id=raw.topic_id,
+                partitions={p: part.replicas for p, part in enumerate(raw.partitions)},
+                adding={p: part.adding_replicas for p, part in enumerate(raw.partitions)
+                        if part.adding_replicas},
+                removing={p: part.removing_replicas for p, part in enumerate(raw.partitions)
+                          if part.removing_replicas},
+                configs=dict(raw.configs), states=states,
+                state_versions=dict.fromkeys(states, 0))
 
     def _save(self) -> None:
-        state = {
-            "version": 1,
-            "cluster_id": self.cluster_id,
-            "producer_id_next": self._producer_id_next,
-            "topics": [_topic_to_json(t) for t in self._topics.values()],
-        }
+        self.generation += 1
+        state = _FileV2(
+            version=FILE_VERSION, cluster_id=self._cluster_id,
+            producer_id_next=self._producer_id_next, controller_epoch=self._controller_epoch,
+            pending_deletion=sorted(self._pending_deletion),
+            topics=[_TopicV2(name=name, topic_id=t.topic_id, configs=t.configs, partitions=[
+                _PartitionV2(replicas=t.partitions[p], adding_replicas=t.adding.get(p, []),
+                             removing_replicas=t.removing.get(p, []), state=t.states.get(p))
+                for p in range(len(t.partitions))])
+                for name, t in self._topics.items()])
+        data = msgspec.json.format(msgspec.json.encode(state), indent=1)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(state, f, indent=1)
+        with open(tmp, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
@@ -114,23 +548,91 @@ class EmbeddedStore:
             os.close(dir_fd)
 
 
-def _topic_to_json(record: TopicRecord) -> dict[str, Any]:
-    return {
-        "name": record.name,
-        "topic_id": str(record.topic_id),
-        "partitions": [
-            {"leader": p.leader, "leader_epoch": p.leader_epoch, "replicas": p.replicas,
-             "isr": p.isr}
-            for p in record.partitions
-        ],
-        "configs": record.configs,
-    }
+# --- the old synchronous view ------------------------------------------------------------
 
+class EmbeddedStore:
+    """The broker's pre-cluster interface over an EmbeddedBackend: topics as TopicRecords,
+    every partition led by this broker. Same state and file as `self.backend`, so watches
+    on the backend see changes made here."""
 
-def _topic_from_json(raw: dict[str, Any]) -> TopicRecord:
-    return TopicRecord(
-        name=raw["name"],
-        topic_id=uuid.UUID(raw["topic_id"]),
-        partitions=[PartitionState(**p) for p in raw["partitions"]],
-        configs=dict(raw["configs"]),
-    )
+    def __init__(self, data_dir: str | Path, broker_id: int) -> None:
+        self.backend = EmbeddedBackend(data_dir, broker_id)
+        self.broker_id = broker_id
+        self.path = self.backend.path
+        self._records: dict[str, TopicRecord] = {}
+        self._generation = -1
+
+    @property
+    def cluster_id(self) -> str:
+        return self.backend.cluster_id
+
+    def topics(self) -> dict[str, TopicRecord]:
+        backend = self.backend
+        if backend.generation != self._generation:
+            self._records = {name: self._record(name, t) for name, t in backend._topics.items()}
+            self._generation = backend.generation
+        return self._records
+
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]
+    ) -> TopicRecord:
+        me = self.broker_id
+        epoch = self.backend._controller_epoch
+        self.backend.create_topic_now(
+            TopicAssignment(name=name, topic_id=uuid.uuid4(),
+                            partitions={p: [me] for p in range(partitions)}),
+            configs,
+            {p: LeaderAndIsr(controller_epoch=epoch, leader=me, leader_epoch=0, isr=[me])
+             for p in range(partitions)})
+        return self.topics()[name]
+
+    def delete_topic(self, name: str) -> TopicRecord:
+        record = self._require(name)
+        self.backend.delete_topic_now(name)
+        return record
+
+    def add_partitions(self, name: str, total: int) -> TopicRecord:
+        record = self._require(name)
+        topic = self.backend._topics[name]
+        me = self.broker_id
+        partitions = dict(topic.partitions)
+        new = range(len(partitions), total)
+        partitions.update((p, [me]) for p in new)
+        self.backend.set_partition_assignment_now(TopicAssignment(
+            name=name, topic_id=record.topic_id, partitions=partitions))
+        epoch = self.backend._controller_epoch
+        for p in new:
+            topic.states[p] = LeaderAndIsr(controller_epoch=epoch, leader=me, leader_epoch=0,
+                                           isr=[me])
+            topic.state_versions[p] = 0
+        self.backend._save()
+        for p in new:
+            self.backend._fire_state(name, p)
+        return self.topics()[name]
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicRecord:
+        self.backend.set_topic_configs_now(name, configs)
+        return self.topics()[name]
+
+    def allocate_producer_ids(self, count: int) -> range:
+        """A block of producer ids no earlier or later call hands out, across restarts."""
+        return self.backend.allocate_producer_ids_now(count)
+
+    def _require(self, name: str) -> TopicRecord:
+        record = self.topics().get(name)
+        if record is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' not found.")
+        return record
+
+    @staticmethod
+    def _record(name: str, topic: _Topic) -> TopicRecord:
+        partitions = []
+        for p in range(len(topic.partitions)):
+            state = topic.states.get(p)
+            partitions.append(PartitionState(
+                leader=state.leader if state else -1,
+                leader_epoch=state.leader_epoch if state else 0,
+                replicas=list(topic.partitions[p]),
+                isr=list(state.isr) if state else []))
+        return TopicRecord(name=name, topic_id=topic.topic_id, partitions=partitions,
+                           configs=dict(topic.configs))

@@ -1,0 +1,154 @@
+"""kazoo, awaited from the event loop.
+
+kazoo runs its connection and its callbacks on threads of its own. Every request here
+goes through kazoo's *_async methods (they only queue the request and wake kazoo's
+connection thread, so calling them from the loop does not block it); the kazoo
+result is moved back onto the loop with call_soon_threadsafe and awaited. Session
+state changes (kazoo listeners, called on kazoo's thread) arrive on the loop the same
+way, through `on_state`.
+
+Why requests are tracked: kazoo drops requests still queued (not yet sent) when a
+session expires, without completing them; `session_expired()` fails every request
+in flight so no caller waits forever. Each request also has a deadline
+(`request_timeout_s`), because while ZooKeeper is unreachable kazoo keeps requests
+queued until it reconnects. Both become CoordinationUnavailable."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+from kazoo.client import KazooClient, KazooState, TransactionRequest
+from kazoo.exceptions import (
+    ConnectionClosedError,
+    ConnectionLoss,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.interfaces import IAsyncResult
+
+from pybroker.coordination.errors import CoordinationUnavailable
+
+log = logging.getLogger(__name__)
+
+#: kazoo errors that mean "ZooKeeper is not reachable right now"
+UNAVAILABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, OperationTimeoutError)
+
+#: kazoo's reconnect backoff: keep trying forever, at most this long between attempts
+RECONNECT_DELAY_MAX_S = 1.0
+
+
+def split_connect(connect: str) -> tuple[str, str]:
+    """`h1:p1,h2:p2/chroot/path` -> ("h1:p1,h2:p2", "/chroot/path"); chroot "" if none."""
+    hosts, slash, chroot = connect.strip().partition("/")
+    chroot = ("/" + chroot.rstrip("/")) if slash else ""
+    if chroot == "/":
+        chroot = ""
+    if not hosts:
+        raise ValueError(f"zookeeper.connect {connect!r} names no host")
+    return hosts, chroot
+
+
+class AsyncKazoo:
+    def __init__(self, hosts: str, *, session_timeout_s: float, request_timeout_s: float,
+                 on_state: Callable[[KazooState, int | None], None] | None = None) -> None:
+        self.kazoo = KazooClient(
+            hosts=hosts, timeout=session_timeout_s,
+            connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2,
+                              "max_delay": RECONNECT_DELAY_MAX_S},
+        )
+        self.request_timeout_s = request_timeout_s
+        self._on_state = on_state
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._in_flight: set[asyncio.Future[Any]] = set()
+
+    @property
+    def session_id(self) -> int | None:
+        client_id = self.kazoo.client_id
+        return client_id[0] if client_id else None
+
+    async def start(self, connection_timeout_s: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.kazoo.add_listener(self._listener)
+        try:
+            await anyio.to_thread.run_sync(self.kazoo.start, connection_timeout_s)
+        except KazooTimeoutError as exc:
+            raise CoordinationUnavailable(
+                f"could not connect to ZooKeeper at {self.kazoo.hosts} within "
+                f"{connection_timeout_s}s") from exc
+
+    async def stop(self) -> None:
+        """Close the session (its ephemerals go at once) and kazoo's threads."""
+        self.kazoo.remove_listener(self._listener)
+
+        def stop_and_close() -> None:
+            self.kazoo.stop()
+            self.kazoo.close()
+
+        await anyio.to_thread.run_sync(stop_and_close)
+        self.session_expired("client closed")
+
+    def session_expired(self, why: str = "ZooKeeper session expired") -> None:
+        """Fail every request in flight (kazoo forgets queued ones on expiry)."""
+        for future in list(self._in_flight):
+            if not future.done():
+                future.set_exception(CoordinationUnavailable(why))
+        self._in_flight.clear()
+
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """`await call("get", path, watch=w)` runs kazoo's get_async(path, watch=w).
+        kazoo's own errors (NoNodeError, BadVersionError, ...) pass through; losing
+        ZooKeeper becomes CoordinationUnavailable."""
+        return await self.wait(getattr(self.kazoo, method + "_async")(*args, **kwargs))
+
+    async def commit(self, txn: TransactionRequest) -> list[Any]:
+        """Commit a multi; the per-operation results (values or kazoo exceptions)."""
+        return await self.wait(txn.commit_async())
+
+    async def wait(self, result: IAsyncResult) -> Any:
+        loop = self._loop
+        assert loop is not None, "start() first"
+        future: asyncio.Future[Any] = loop.create_future()
+        self._in_flight.add(future)
+
+        def settle(value: Any, exc: BaseException | None) -> None:
+            self._in_flight.discard(future)
+            if future.done():
+                return
+            if exc is not None:
+                future.set_exception(exc)
+            else:
+                future.set_result(value)
+
+        def completed(res: IAsyncResult) -> None:  # on a kazoo thread
+            try:
+                loop.call_soon_threadsafe(settle, res.value, res.exception)
+            except RuntimeError:  # loop closed: nobody waits any more
+                pass
+
+        result.rawlink(completed)
+        try:
+            with anyio.fail_after(self.request_timeout_s):
+                return await future
+        except TimeoutError as exc:
+            raise CoordinationUnavailable(
+                f"no answer from ZooKeeper within {self.request_timeout_s}s") from exc
+        except UNAVAILABLE as exc:
+            raise CoordinationUnavailable(f"ZooKeeper unavailable: {exc!r}") from exc
+        finally:
+            self._in_flight.discard(future)
+
+    def _listener(self, state: KazooState) -> None:  # on a kazoo thread
+        loop = self._loop
+        if loop is None or self._on_state is None:
+            return
+        client_id = self.kazoo.client_id
+        session = client_id[0] if client_id else None
+        try:
+            loop.call_soon_threadsafe(self._on_state, state, session)
+        except RuntimeError:
+            pass
