@@ -1,8 +1,13 @@
-"""The broker: wires config, metadata store, logs, replicas and the network
-together, and runs them until it is stopped. A single node is a cluster of one:
-it registers itself as the only broker and controller, and its topic changes
-reach the metadata cache and the replica layer through the same publisher as
-a cluster's would."""
+"""The broker: wires config, the coordination store, logs, replicas and the
+network together, and runs them until it is stopped.
+
+A single node is a cluster of one, not a second code path. Without
+zookeeper.connect the coordination store is the embedded one (a file in the
+data dir); with it, ZooKeeper. Either way the broker registers itself, stands
+for controller (alone, it always wins), and learns every topic and partition
+state through the store's watches (metadata/listener.py), which the metadata
+cache and the replica layer take on; leaders and followers, the purgatory and
+the group coordinator work the same on one node or many."""
 
 from __future__ import annotations
 
@@ -12,24 +17,44 @@ import socket
 from typing import Any
 
 import anyio
+import anyio.abc
 
 from pybroker.admin.topics import TopicAdmin
 from pybroker.config import BrokerConfig, ConfigError
-from pybroker.coordination.embedded import EmbeddedStore
+from pybroker.controller.controller import Controller
+from pybroker.coordination.base import CoordinationBackend
+from pybroker.coordination.znodes import BrokerRegistration
 from pybroker.group import GroupCoordinator
+from pybroker.group.offsets import OFFSETS_TOPIC
 from pybroker.handlers.context import BrokerContext
 from pybroker.log.manager import LogManager
-from pybroker.metadata.cache import BrokerEndpoint, MetadataCache
+from pybroker.metadata.cache import MetadataCache
+from pybroker.metadata.listener import MetadataListener
 from pybroker.metadata.publisher import MetadataPublisher
 from pybroker.metrics import BrokerMetrics
 from pybroker.producer.ids import ProducerIdAllocator
 from pybroker.purgatory import Purgatory
 from pybroker.replica.fetcher import ReplicaFetcherManager
+from pybroker.replica.isr import IsrManager
 from pybroker.replica.manager import ReplicaManager
 from pybroker.server.acceptor import accept_loop
 from pybroker.server.listeners import bind_listener, parse_listeners
 
 log = logging.getLogger(__name__)
+
+
+def open_backend(config: BrokerConfig) -> CoordinationBackend:
+    """ZooKeeper when zookeeper.connect is set, else the embedded single-node store."""
+    connect = config["zookeeper.connect"]
+    if connect:
+        from pybroker.coordination.zookeeper import ZooKeeperBackend
+
+        return ZooKeeperBackend(
+            connect, session_timeout_ms=config["zookeeper.session.timeout.ms"],
+            connection_timeout_ms=config["zookeeper.connection.timeout.ms"])
+    from pybroker.coordination.embedded import EmbeddedBackend
+
+    return EmbeddedBackend(config.log_dirs[0], config.broker_id)
 
 
 class Broker:
@@ -41,104 +66,145 @@ class Broker:
             raise ConfigError("no listeners configured")
         advertised = config["advertised.listeners"]
         self.advertised = parse_listeners(advertised) if advertised else list(self.listeners)
-        self.store = EmbeddedStore(config.log_dirs[0], self.broker_id)
-        self.metadata = MetadataCache(self.store.cluster_id)
-        self.purgatory = Purgatory()
-        self.logs = LogManager(config, self.store.cluster_id)
-        self.fetchers = ReplicaFetcherManager(self.broker_id, self.metadata, config)
-        self.replicas = ReplicaManager(self.broker_id, self.logs, self.purgatory, self.fetchers)
-        self.publisher = MetadataPublisher(self.metadata, self.replicas)
-        self.admin = TopicAdmin(config, self.store, self.metadata,
-                                publish=self.publisher.topic_changed,
-                                unpublish=self.publisher.topic_deleted,
-                                publish_configs=self.publisher.topic_configs_changed)
-        self.producer_ids = ProducerIdAllocator(self.store)
-        self.groups = GroupCoordinator.for_broker(config, self.metadata, self.replicas,
-                                                  self.admin)
-        self.bound_ports: list[int] = []
         self.metrics = BrokerMetrics()
-        self.context = BrokerContext(
-            broker_id=self.broker_id, config=config, metadata=self.metadata,
-            replicas=self.replicas, purgatory=self.purgatory, admin=self.admin,
-            groups=self.groups, producer_ids=self.producer_ids, logs=self.logs,
-            metrics=self.metrics)
+        self.purgatory = Purgatory()
+        self.bound_ports: list[int] = []
         self._stop = anyio.Event()
-        self._register(self.advertised[0].port)
+        # made in serve(), once the store is reachable (the cluster id comes from it)
+        self.context: BrokerContext | None = None
 
-    def _register(self, bound_port: int) -> None:
-        """This broker as the cluster's only member and its controller."""
-        listener = self.advertised[0]
-        host = listener.host or socket.getfqdn()
-        self.metadata.set_brokers([BrokerEndpoint(self.broker_id, host,
-                                                  listener.port or bound_port)])
-        self.metadata.set_controller(self.broker_id)
-
-    # --- lifecycle ---
     def startup(self) -> None:
-        self.logs.startup()
-        for record in self.store.topics().values():
-            self.publisher.topic_changed(record)
-        self.groups.load()
+        """Kept for callers that start in two steps; serve() does the work."""
 
-    async def serve(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
-        """Listen, accept and serve connections until stop() or a signal."""
-        from pybroker.server.dispatch import Dispatcher
-
-        dispatcher = Dispatcher(self.context)
-        sockets = [bind_listener(listener) for listener in self.listeners]
-        self.bound_ports = [s.getsockname()[1] for s in sockets]
-        self._register(self.bound_ports[0])
-        try:
-            async with anyio.create_task_group() as tg:
-                for sock in sockets:
-                    tg.start_soon(accept_loop, tg, sock, self.config, dispatcher.handle_frame,
-                                  self.metrics)
-                tg.start_soon(self._watch_signals, tg)
-                tg.start_soon(self._checkpoint_loop)
-                tg.start_soon(self.logs.run_schedulers)
-                if self.config["metrics.port"]:
-                    await tg.start(self._serve_metrics)
-                tg.start_soon(self.groups.run)
-                tg.start_soon(self.fetchers.run)
-                for listener, port in zip(self.listeners, self.bound_ports, strict=True):
-                    log.info("listening on %s://%s:%d", listener.name, listener.host or "0.0.0.0",
-                             port)
-                task_status.started(self.bound_ports)
-                await self._stop.wait()
-                tg.cancel_scope.cancel()
-        finally:
-            for sock in sockets:
-                sock.close()
+    def shutdown(self) -> None:
+        """Kept for callers that stop in two steps; serve() does the work."""
 
     def stop(self) -> None:
         self._stop.set()
 
-    def shutdown(self) -> None:
-        """Flush logs and write checkpoints and the clean-shutdown marker."""
-        self.logs.shutdown()
-        log.info("shut down cleanly")
+    async def serve(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Bind the listeners, join the cluster (or start the cluster of one), serve
+        until stop() or a signal, then shut down cleanly."""
+        sockets = [bind_listener(listener) for listener in self.listeners]
+        self.bound_ports = [s.getsockname()[1] for s in sockets]
+        backend = open_backend(self.config)
+        logs: LogManager | None = None
+        try:
+            await backend.start()
+            logs = LogManager(self.config, backend.cluster_id)
+            logs.startup()
+            await self._run(backend, logs, sockets, task_status)
+        finally:
+            for sock in sockets:
+                sock.close()
+            with anyio.CancelScope(shield=True):
+                try:
+                    await backend.close()
+                except Exception as exc:  # the store may be unreachable by now
+                    log.info("closing the coordination store: %s", exc)
+            if logs is not None:
+                logs.shutdown()
+                log.info("shut down cleanly")
 
-    async def _watch_signals(self, tg: anyio.abc.TaskGroup) -> None:
+    async def _run(self, backend: CoordinationBackend, logs: LogManager,
+                   sockets: list[socket.socket], task_status: Any) -> None:
+        config, broker_id = self.config, self.broker_id
+        metadata = MetadataCache(backend.cluster_id)
+        fetchers = ReplicaFetcherManager(broker_id, metadata, config)
+        replicas = ReplicaManager(broker_id, logs, self.purgatory, fetchers)
+        publisher = MetadataPublisher(metadata, replicas, self.purgatory)
+        admin = TopicAdmin(config, backend, metadata, self.purgatory)
+        groups = GroupCoordinator.for_broker(config, metadata, replicas, admin)
+        groups.owned = set()  # groups come with the offsets partitions this broker leads
+        replicas.leadership_listeners.append(
+            lambda topic, index, leads: (groups.partition_led(index) if leads
+                                         else groups.partition_lost(index))
+            if topic == OFFSETS_TOPIC else None)
+        self.context = ctx = BrokerContext(
+            broker_id=broker_id, config=config, metadata=metadata, replicas=replicas,
+            purgatory=self.purgatory, admin=admin, groups=groups,
+            producer_ids=ProducerIdAllocator(backend, broker_id), logs=logs,
+            metrics=self.metrics)
+        listener = MetadataListener(backend, publisher, self.advertised[0].name)
+        controller = Controller(broker_id, backend, config)
+        isr = IsrManager(replicas, backend, listener, config["replica.lag.time.max.ms"],
+                         self.metrics)
+        # a broker whose session expired may be a zombie: it leads nothing until the
+        # store's watches tell it again what it leads
+        backend.on_session_lost(replicas.fence)
+        await listener.start()
+        await backend.register_broker(broker_id, self._registration())
+
+        from pybroker.server.dispatch import Dispatcher
+
+        dispatcher = Dispatcher(ctx)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(controller.run)
+                for sock in sockets:
+                    tg.start_soon(accept_loop, tg, sock, config, dispatcher.handle_frame,
+                                  self.metrics)
+                tg.start_soon(self._watch_signals)
+                tg.start_soon(self._checkpoint_loop, logs)
+                tg.start_soon(logs.run_schedulers)
+                if config["metrics.port"]:
+                    await tg.start(self._serve_metrics, ctx)
+                tg.start_soon(groups.run)
+                tg.start_soon(fetchers.run)
+                tg.start_soon(isr.run)
+                for item, port in zip(self.listeners, self.bound_ports, strict=True):
+                    log.info("listening on %s://%s:%d", item.name, item.host or "0.0.0.0", port)
+                task_status.started(self.bound_ports)
+                await self._stop.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                listener.stop()
+                await controller.resign()
+                try:
+                    await backend.unregister_broker(broker_id)
+                except Exception as exc:
+                    log.info("unregistering from the coordination store: %s", exc)
+
+    def _registration(self) -> BrokerRegistration:
+        """/brokers/ids/<id>: this broker's advertised listeners (port 0: the bound one)."""
+        endpoints = []
+        for item, bound in zip(self.advertised, self.bound_ports + [0] * len(self.advertised),
+                               strict=False):
+            host = item.host or socket.getfqdn()
+            endpoints.append((item.name, host, item.port or bound))
+        protocols = {item.name: item.name for item in self.advertised}
+        raw_map = self.config.given.get("listener.security.protocol.map") \
+            if hasattr(self.config, "given") else None
+        if raw_map:
+            for pair in str(raw_map).split(","):
+                name, _, protocol = pair.partition(":")
+                if name.strip():
+                    protocols[name.strip().upper()] = protocol.strip().upper()
+        return BrokerRegistration.create(endpoints, security_protocols=protocols,
+                                         rack=self.config.given.get("broker.rack"))
+
+    async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
                 self.stop()
                 return
 
-    async def _checkpoint_loop(self) -> None:
+    async def _checkpoint_loop(self, logs: LogManager) -> None:
         """Write the offset checkpoints every log.flush.offset.checkpoint.interval.ms."""
         interval = self.config["log.flush.offset.checkpoint.interval.ms"] / 1000
         while True:
             await anyio.sleep(interval)
             try:
-                self.logs.write_checkpoints()
+                logs.write_checkpoints()
             except OSError as exc:
                 log.error("writing checkpoints failed: %s", exc)
 
-    async def _serve_metrics(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+    async def _serve_metrics(self, ctx: BrokerContext, *,
+                             task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """The Prometheus endpoint on metrics.port, on the first listener's host."""
         from pybroker.metrics.http import serve_metrics
 
-        await serve_metrics(self.context, self.listeners[0].host, self.config["metrics.port"],
+        await serve_metrics(ctx, self.listeners[0].host, self.config["metrics.port"],
                             task_status=task_status)
-

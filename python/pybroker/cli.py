@@ -51,17 +51,11 @@ def serve_command(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"pybroker: {exc}", file=sys.stderr)
         return 2
-    if config["zookeeper.connect"]:
-        print("pybroker: cluster mode (zookeeper.connect) is not available yet", file=sys.stderr)
-        return 2
     broker = Broker(config)
-    broker.startup()
     try:
         anyio.run(broker.serve, backend="asyncio", backend_options=_backend_options())
     except KeyboardInterrupt:
         pass
-    finally:
-        broker.shutdown()
     return 0
 
 

@@ -1,43 +1,58 @@
 """Topic create / delete / grow / config changes (Kafka's AdminManager and
-AdminZkClient): validate the request as Kafka does, write the metadata store,
-then publish the new state so the metadata cache and the replica layer take it
-on. Assignment comes from the controller's rule (controller/assignment.py)."""
+AdminZkClient): validate the request as Kafka does and write the coordination
+store; any broker may do this. The controller then gives new partitions their
+leaders, and every broker learns of the change through its metadata watches.
+Like Kafka's delayed create/delete operations, each call waits (bounded by the
+request's timeout) until this broker's metadata shows the change, so a client
+that creates a topic can use it as soon as the answer arrives. Assignment
+comes from the controller's rule (controller/assignment.py)."""
 
 from __future__ import annotations
 
 import logging
+import time
+import uuid
 from collections.abc import Callable
 
 from pybroker.config import BrokerConfig, ConfigError, parse_topic_config
-from pybroker.coordination.base import MetadataStore, TopicRecord, validate_topic_name
+from pybroker.coordination.base import (
+    CoordinationBackend,
+    TopicAssignment,
+    TopicRecord,
+    validate_topic_name,
+)
 from pybroker.controller.assignment import assign_replicas
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.metadata.cache import MetadataCache
+from pybroker.metadata.publisher import topic_key
+from pybroker.purgatory import Purgatory
 
 log = logging.getLogger(__name__)
 
 #: no request may create more partitions than this for one topic (a guard, not Kafka's)
 PARTITIONS_PER_TOPIC_MAX = 10000
+#: how long a topic auto-created by Metadata may take to get its leaders before the
+#: answer goes out (clients retry LEADER_NOT_AVAILABLE anyway)
+AUTO_CREATE_WAIT_MS = 2000
 
 
 class TopicAdmin:
-    def __init__(
-        self,
-        config: BrokerConfig,
-        store: MetadataStore,
-        metadata: MetadataCache,
-        publish: Callable[[TopicRecord], None],
-        unpublish: Callable[[str], None],
-        publish_configs: Callable[[TopicRecord], None],
-    ) -> None:
+    def __init__(self, config: BrokerConfig, backend: CoordinationBackend,
+                 metadata: MetadataCache, purgatory: Purgatory) -> None:
         self.config = config
-        self.store = store
+        self.backend = backend
         self.metadata = metadata
-        self._publish = publish
-        self._unpublish = unpublish
-        self._publish_configs = publish_configs
+        self.purgatory = purgatory
 
-    def create_topic(
+    async def _wait_for(self, name: str, ready: Callable[[], bool], timeout_ms: int) -> bool:
+        return await self.purgatory.wait_until("admin", [topic_key(name)], ready,
+                                               time.monotonic() + max(0, timeout_ms) / 1000)
+
+    def _has_leaders(self, name: str) -> bool:
+        record = self.metadata.topic(name)
+        return record is not None and all(p.leader >= 0 for p in record.partitions)
+
+    async def create_topic(
         self,
         name: str,
         num_partitions: int = -1,
@@ -45,7 +60,10 @@ class TopicAdmin:
         configs: dict[str, str | None] | None = None,
         assignments: list[list[int]] | None = None,
         validate_only: bool = False,
+        timeout_ms: int = 30000,
     ) -> TopicRecord | None:
+        """Create the topic and wait (up to timeout_ms) until its partitions have
+        leaders here; None when validate_only. Kafka's checks and codes."""
         validate_topic_name(name)
         if self.metadata.topic(name) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -79,30 +97,43 @@ class TopicAdmin:
         checked = self._validate_topic_configs(configs or {})
         if validate_only:
             return None
-        record = self.store.create_topic(name, num_partitions, replication_factor, checked)
-        self._publish(record)
+        await self.backend.create_topic(
+            TopicAssignment(name=name, topic_id=uuid.uuid4(),
+                            partitions=dict(enumerate(assignments))), checked)
         log.info("created topic %s with %d partitions", name, num_partitions)
-        return record
+        await self._wait_for(name, lambda: self._has_leaders(name), timeout_ms)
+        return self.metadata.topic(name)
 
-    def auto_create_topic(self, name: str) -> TopicRecord | None:
-        """Create a topic a client asked for, when auto.create.topics.enable allows."""
+    async def auto_create_topic(self, name: str) -> TopicRecord | None:
+        """Create a topic a client asked for, when auto.create.topics.enable allows
+        (with num.partitions and default.replication.factor)."""
         if not self.config["auto.create.topics.enable"]:
             return None
-        return self.create_topic(name)
+        try:
+            return await self.create_topic(name, timeout_ms=AUTO_CREATE_WAIT_MS)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:  # another client was first
+                raise
+            return self.metadata.topic(name)
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, timeout_ms: int = 30000) -> None:
+        """Mark the topic for deletion; the controller deletes it. Waits (up to
+        timeout_ms) until it is gone from this broker's metadata."""
         if not self.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         if self.metadata.topic(name) is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              "This server does not host this topic-partition.")
-        self._unpublish(name)
-        self.store.delete_topic(name)
+        await self.backend.request_topic_deletion(name)
+        if not await self._wait_for(name, lambda: self.metadata.topic(name) is None,
+                                    timeout_ms):
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
+                             f"Topic {name} is marked for deletion but not deleted yet.")
         log.info("deleted topic %s", name)
 
-    def create_partitions(
+    async def create_partitions(
         self, name: str, count: int, assignments: list[list[int]] | None,
-        validate_only: bool = False,
+        validate_only: bool = False, timeout_ms: int = 30000,
     ) -> None:
         record = self.metadata.topic(name)
         if record is None:
@@ -125,12 +156,22 @@ class TopicAdmin:
                                  f"Increasing the number of partitions by {count - current} but "
                                  f"{len(assignments)} assignments provided.")
             self._check_assignments(assignments)
+        else:
+            assignments = assign_replicas(count - current, len(record.partitions[0].replicas),
+                                          list(self.metadata.brokers), first_partition=current)
         if validate_only:
             return
-        self._publish(self.store.add_partitions(name, count))
+        partitions = {i: list(p.replicas) for i, p in enumerate(record.partitions)}
+        partitions.update({current + i: r for i, r in enumerate(assignments)})
+        await self.backend.set_partition_assignment(
+            TopicAssignment(name=name, topic_id=record.topic_id, partitions=partitions))
+        await self._wait_for(name, lambda: (
+            self._has_leaders(name) and len(self.metadata.topics[name].partitions) == count),
+            timeout_ms)
 
-    def alter_topic_configs(self, name: str, configs: dict[str, str | None],
-                            validate_only: bool = False) -> None:
+    async def alter_topic_configs(self, name: str, configs: dict[str, str | None],
+                                  validate_only: bool = False, timeout_ms: int = 30000
+                                  ) -> None:
         """Replace the topic's overrides (AlterConfigs semantics): validated,
         persisted in the metadata store, applied to the open logs."""
         if self.metadata.topic(name) is None:
@@ -139,8 +180,9 @@ class TopicAdmin:
         checked = self._validate_topic_configs(configs)
         if validate_only:
             return
-        record = self.store.set_topic_configs(name, checked)
-        self._publish_configs(record)
+        await self.backend.set_topic_configs(name, checked)
+        await self._wait_for(name, lambda: (
+            (r := self.metadata.topic(name)) is None or r.configs == checked), timeout_ms)
         log.info("topic %s configs set to %s", name, checked)
 
     def _check_assignments(self, assignments: list[list[int]]) -> None:

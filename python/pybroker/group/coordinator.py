@@ -88,6 +88,9 @@ class GroupCoordinator:
         self.wall = wall
         self.groups: dict[str, Group] = {}
         self._next_retention_check_ms = 0.0
+        #: the offsets-topic partitions whose groups this broker coordinates (it leads
+        #: them); None: every group (a store without partitions, as in unit tests)
+        self.owned: set[int] | None = None
 
     @classmethod
     def for_broker(cls, config: BrokerConfig, metadata: MetadataCache, replicas: ReplicaManager,
@@ -95,13 +98,47 @@ class GroupCoordinator:
         return cls(GroupConfig.from_broker(config), OffsetsTopic(config, metadata, replicas, admin),
                    lambda topic, index: metadata.partition(topic, index) is not None)
 
+    # --- ownership: the coordinator of a group leads its offsets partition ----------
+    def coordinator_error(self, group_id: str) -> ErrorCode | None:
+        """NOT_COORDINATOR when another broker coordinates the group (it leads the
+        group's offsets partition), else None."""
+        if self.owned is None:
+            return None
+        if self.store.partition_of(group_id) not in self.owned:
+            return ErrorCode.NOT_COORDINATOR
+        return None
+
+    def partition_led(self, index: int) -> None:
+        """This broker now leads offsets partition `index`: load its groups from the
+        (replicated) log and coordinate them."""
+        if self.owned is None:
+            self.owned = set()
+        if index in self.owned:
+            return
+        self.owned.add(index)
+        self.load(index)
+
+    def partition_lost(self, index: int) -> None:
+        """Another broker leads offsets partition `index` now: forget its groups; their
+        members find the new coordinator after NOT_COORDINATOR."""
+        if self.owned is None:
+            self.owned = set()
+        self.owned.discard(index)
+        for group_id in [g for g in self.groups if self.store.partition_of(g) == index]:
+            group = self.groups.pop(group_id)
+            group.state = S.DEAD
+            for member in group.members.values():
+                member.finish_join(join_error(ErrorCode.NOT_COORDINATOR, member.member_id))
+                member.finish_sync(sync_error(ErrorCode.NOT_COORDINATOR))
+        log.info("no longer coordinating the groups of offsets partition %d", index)
+
     # --- lifecycle ------------------------------------------------------------------
-    def load(self) -> None:
-        """Rebuild groups and offsets from the store (broker start)."""
+    def load(self, partition: int | None = None) -> None:
+        """Rebuild groups and offsets from the store: one offsets partition's, or all."""
         metas: dict[str, rec.GroupValue | None] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
         count = 0
-        for key_bytes, value in self.store.load():
+        for key_bytes, value in self.store.load(partition):
             try:
                 key = rec.decode_key(key_bytes)
                 if isinstance(key, rec.OffsetKey):
@@ -140,12 +177,13 @@ class GroupCoordinator:
                 if group.members:
                     group.state = S.STABLE
             self.groups[group_id] = group
-        log.info("loaded %d groups from %d __consumer_offsets records", len(self.groups), count)
+        log.info("loaded %d groups from %d __consumer_offsets records%s", len(self.groups), count,
+                 "" if partition is None else f" of partition {partition}")
 
-    def store_ready(self) -> None:
+    async def store_ready(self) -> None:
         """Create the offsets topic now (FindCoordinator), as Kafka does."""
         try:
-            self.store.ensure()
+            await self.store.ensure()
         except Exception:
             log.exception("creating the offsets topic failed")
 
@@ -179,6 +217,8 @@ class GroupCoordinator:
     ) -> Body:
         if not group_id:
             return join_error(ErrorCode.INVALID_GROUP_ID, member_id)
+        if (code := self.coordinator_error(group_id)) is not None:
+            return join_error(code, member_id)
         if not (self.config.min_session_timeout_ms <= session_timeout_ms
                 <= self.config.max_session_timeout_ms):
             return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
@@ -394,6 +434,8 @@ class GroupCoordinator:
     ) -> Body:
         if not group_id:
             return sync_error(ErrorCode.INVALID_GROUP_ID)
+        if (code := self.coordinator_error(group_id)) is not None:
+            return sync_error(code)
         group = self.groups.get(group_id)
         if group is None or group.is_(S.DEAD):
             return sync_error(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -449,6 +491,8 @@ class GroupCoordinator:
                   group_instance_id: str | None) -> ErrorCode:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID
+        if (code := self.coordinator_error(group_id)) is not None:
+            return code
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -472,6 +516,8 @@ class GroupCoordinator:
         """(top-level error, one error per (member id, instance id) leaving)."""
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, [ErrorCode.INVALID_GROUP_ID] * len(leaving)
+        if (code := self.coordinator_error(group_id)) is not None:
+            return code, [code] * len(leaving)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
@@ -587,6 +633,8 @@ class GroupCoordinator:
 
     def _commit_error(self, group_id: str, generation: int, member_id: str,
                       group_instance_id: str | None) -> ErrorCode | None:
+        if (code := self.coordinator_error(group_id)) is not None:
+            return code
         group = self.groups.get(group_id)
         if group is None:
             # Kafka: only standalone commits may create a group
@@ -621,6 +669,8 @@ class GroupCoordinator:
                        ) -> tuple[int, list[tuple[str, list[tuple[int, int]]]]]:
         if not group_id:
             return ErrorCode.INVALID_GROUP_ID, []
+        if (code := self.coordinator_error(group_id)) is not None:
+            return code, []
         group = self.groups.get(group_id)
         if group is None or group.is_(S.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, []
@@ -704,6 +754,8 @@ class GroupCoordinator:
             group = self.groups.get(group_id)
             if not group_id:
                 results.append((group_id, ErrorCode.INVALID_GROUP_ID))
+            elif (code := self.coordinator_error(group_id)) is not None:
+                results.append((group_id, code))
             elif group is None or group.is_(S.DEAD):
                 results.append((group_id, ErrorCode.GROUP_ID_NOT_FOUND))
             elif not group.is_(S.EMPTY):

@@ -48,11 +48,13 @@ Record = tuple[bytes, bytes | None]
 class GroupStore(Protocol):
     """What the coordinator needs from storage (a fake one in unit tests)."""
 
-    def ensure(self) -> None: ...
+    async def ensure(self) -> None: ...
+
+    def partition_of(self, group_id: str) -> int: ...
 
     def append(self, group_id: str, records: list[Record]) -> None: ...
 
-    def load(self) -> Iterator[Record]: ...
+    def load(self, partition: int | None = None) -> Iterator[Record]: ...
 
 
 class MemoryStore:
@@ -61,13 +63,16 @@ class MemoryStore:
     def __init__(self) -> None:
         self.records: list[Record] = []
 
-    def ensure(self) -> None:
+    async def ensure(self) -> None:
         pass
+
+    def partition_of(self, group_id: str) -> int:
+        return 0
 
     def append(self, group_id: str, records: list[Record]) -> None:
         self.records.extend(records)
 
-    def load(self) -> Iterator[Record]:
+    def load(self, partition: int | None = None) -> Iterator[Record]:
         return iter(list(self.records))
 
 
@@ -88,36 +93,49 @@ class OffsetsTopic:
             return len(record.partitions)
         return int(self.config["offsets.topic.num.partitions"])
 
-    def ensure(self) -> None:
+    async def ensure(self) -> None:
+        """Create the topic on first use, with offsets.topic.replication.factor
+        replicas. A single node (no ZooKeeper) caps it at its one broker; a cluster
+        does not, so the topic is never made less durable than configured (Kafka:
+        COORDINATOR_NOT_AVAILABLE until enough brokers are up)."""
         if self.metadata.topic(OFFSETS_TOPIC) is not None:
             return
-        self.admin.create_topic(
-            OFFSETS_TOPIC, self.partition_count, 1,
+        replication = int(self.config["offsets.topic.replication.factor"])
+        if not self.config["zookeeper.connect"]:
+            replication = min(replication, max(1, len(self.metadata.brokers)))
+        await self.admin.create_topic(
+            OFFSETS_TOPIC, self.partition_count, replication,
             {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_SEGMENT_BYTES)})
 
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.partition_count)
+
     def append(self, group_id: str, records: list[Record]) -> None:
+        """Append to the group's offsets partition, which this broker must lead."""
         if not records:
             return
-        self.ensure()
-        index = partition_for(group_id, self.partition_count)
+        index = self.partition_of(group_id)
         partition = self.replicas.get(OFFSETS_TOPIC, index)
         if partition is None:
             raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is not open")
         batch = build_batch(records, int(time.time() * 1000))
         partition.append_as_leader(memoryview(batch), required_acks=1)
 
-    def load(self) -> Iterator[Record]:
+    def load(self, partition: int | None = None) -> Iterator[Record]:
+        """Replay the records of one partition (or all): everything in the local log,
+        which a new leader's followers will all have once they catch up."""
         record = self.metadata.topic(OFFSETS_TOPIC)
         if record is None:
             return
-        for index in range(len(record.partitions)):
-            partition = self.replicas.get(OFFSETS_TOPIC, index)
-            if partition is None:
+        indexes = range(len(record.partitions)) if partition is None else [partition]
+        for index in indexes:
+            replica = self.replicas.get(OFFSETS_TOPIC, index)
+            if replica is None:
                 continue
-            offset = partition.log_start_offset
-            end = partition.high_watermark
+            offset = replica.log_start_offset
+            end = replica.log_end_offset
             while offset < end:
-                chunk = partition.read(offset, READ_CHUNK_BYTES, True)
+                chunk = replica.read(offset, READ_CHUNK_BYTES, True, committed_only=False)
                 if chunk is None:
                     break
                 last = offset - 1

@@ -68,7 +68,7 @@ async def handle_alter_configs(ctx: BrokerContext, request: Request) -> dict[str
             if len(configs) != len(resource["configs"]):
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
             if kind == TOPIC:
-                ctx.admin.alter_topic_configs(name, configs, validate_only)
+                await ctx.admin.alter_topic_configs(name, configs, validate_only)
             elif kind == BROKER:
                 check_broker_resource(ctx, name, list(configs))
             else:

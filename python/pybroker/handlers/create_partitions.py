@@ -19,11 +19,12 @@ async def handle_create_partitions(ctx: BrokerContext, request: Request) -> dict
     for topic in body["topics"]:
         assignments = topic["assignments"]
         try:
-            ctx.admin.create_partitions(
+            await ctx.admin.create_partitions(
                 topic["name"],
                 topic["count"],
                 [a["broker_ids"] for a in assignments] if assignments is not None else None,
                 validate_only=bool(body["validate_only"]),
+                timeout_ms=body["timeout_ms"],
             )
             results.append({"name": topic["name"], "error_code": 0, "error_message": None})
         except KafkaError as exc:

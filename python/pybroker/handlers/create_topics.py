@@ -26,13 +26,14 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> dict[str
         assignments = [a["broker_ids"] for a in sorted(topic["assignments"],
                                                         key=lambda a: a["partition_index"])]
         try:
-            ctx.admin.create_topic(
+            await ctx.admin.create_topic(
                 name,
                 topic["num_partitions"],
                 topic["replication_factor"],
                 {c["name"]: c["value"] for c in topic["configs"]},
                 assignments or None,
                 validate_only=bool(body["validate_only"]),
+                timeout_ms=body["timeout_ms"],
             )
         except KafkaError as exc:
             results.append(result(name, exc.code, exc.message))

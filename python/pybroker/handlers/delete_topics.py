@@ -17,7 +17,7 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request) -> dict[str
     responses = []
     for name in request.body["topic_names"]:
         try:
-            ctx.admin.delete_topic(name)
+            await ctx.admin.delete_topic(name, request.body["timeout_ms"])
             code = 0
         except KafkaError as exc:
             code = int(exc.code)

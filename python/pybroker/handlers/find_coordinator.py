@@ -30,7 +30,7 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> dict[
         return {"throttle_time_ms": 0, "error_code": int(code),
                 "error_message": "group id must not be empty", "node_id": -1, "host": "",
                 "port": -1}
-    ctx.groups.store_ready()
+    await ctx.groups.store_ready()
     offsets = ctx.metadata.topic(OFFSETS_TOPIC)
     leader = None
     if offsets is not None:

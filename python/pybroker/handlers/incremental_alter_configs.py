@@ -78,7 +78,8 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, request: Request)
             if len({op["name"] for op in ops}) != len(ops):
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
             if kind == TOPIC:
-                ctx.admin.alter_topic_configs(name, apply_ops(ctx, name, ops), validate_only)
+                await ctx.admin.alter_topic_configs(name, apply_ops(ctx, name, ops),
+                                                    validate_only)
             elif kind == BROKER:
                 check_broker_resource(ctx, name, [op["name"] for op in ops])
             else:

@@ -22,4 +22,4 @@ async def handle_init_producer_id(ctx: BrokerContext, request: Request) -> dict[
                 "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
                 "producer_id": -1, "producer_epoch": -1}
     return {"throttle_time_ms": 0, "error_code": 0,
-            "producer_id": ctx.producer_ids.next_id(), "producer_epoch": 0}
+            "producer_id": await ctx.producer_ids.next_id(), "producer_epoch": 0}

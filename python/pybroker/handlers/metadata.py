@@ -30,7 +30,7 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any
     if wants_all:
         topics = [topic_metadata(metadata, r) for r in list(metadata.topics.values())]
     else:
-        topics = [lookup(ctx, t["name"], may_create) for t in requested]
+        topics = [await lookup(ctx, t["name"], may_create) for t in requested]
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
@@ -42,13 +42,13 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any
     }
 
 
-def lookup(ctx: BrokerContext, name: str, may_create: bool) -> dict[str, Any]:
+async def lookup(ctx: BrokerContext, name: str, may_create: bool) -> dict[str, Any]:
     record = ctx.metadata.topic(name)
     if record is None:
         try:
             validate_topic_name(name)
             if may_create:
-                record = ctx.admin.auto_create_topic(name)
+                record = await ctx.admin.auto_create_topic(name)
         except KafkaError as exc:
             return topic_error(name, exc.code)
         if record is None:

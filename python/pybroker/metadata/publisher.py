@@ -8,13 +8,22 @@ from __future__ import annotations
 
 from pybroker.coordination.base import TopicRecord
 from pybroker.metadata.cache import BrokerEndpoint, MetadataCache
+from pybroker.purgatory import Purgatory
 from pybroker.replica.manager import ReplicaManager
 
 
+def topic_key(name: str) -> tuple[str, str]:
+    """The purgatory key notified when this broker's metadata of a topic changes
+    (admin requests wait on it)."""
+    return ("topic", name)
+
+
 class MetadataPublisher:
-    def __init__(self, metadata: MetadataCache, replicas: ReplicaManager) -> None:
+    def __init__(self, metadata: MetadataCache, replicas: ReplicaManager,
+                 purgatory: Purgatory) -> None:
         self.metadata = metadata
         self.replicas = replicas
+        self.purgatory = purgatory
 
     def brokers_changed(self, brokers: list[BrokerEndpoint]) -> None:
         self.metadata.set_brokers(brokers)
@@ -24,11 +33,14 @@ class MetadataPublisher:
         each state's version in the store, for conditional ISR updates)."""
         self.metadata.update_topic(record)
         self.replicas.apply_topic(record, versions)
+        self.purgatory.notify(topic_key(record.name))
 
     def topic_deleted(self, name: str) -> None:
         self.metadata.remove_topic(name)
         self.replicas.remove_topic(name)
+        self.purgatory.notify(topic_key(name))
 
     def topic_configs_changed(self, record: TopicRecord) -> None:
         self.metadata.update_topic(record)
         self.replicas.update_topic_config(record)
+        self.purgatory.notify(topic_key(record.name))

@@ -32,6 +32,9 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], ReplicaPartition] = {}
         #: called when a follower may join an ISR (the ISR manager wakes up)
         self.on_isr_candidate: Callable[[], None] = _ignore
+        #: called with (topic, partition, leads) when this broker starts or stops
+        #: leading a partition (the group coordinator follows its offsets partitions)
+        self.leadership_listeners: list[Callable[[str, int, bool], None]] = []
 
     def get(self, topic: str, index: int) -> ReplicaPartition | None:
         return self.partitions.get((topic, index))
@@ -70,14 +73,34 @@ class ReplicaManager:
                 log.info("ignoring stale state of %s-%d at leader epoch %d (have %d)",
                          record.name, index, state.leader_epoch, partition.leader_epoch)
                 continue
+            was_leader = partition.is_leader
             if state.leader == self.broker_id:
                 self.fetchers.unfollow(key)
-                partition.make_leader(state, version)
-            elif partition.make_follower(state, version):
+                if partition.make_leader(state, version):
+                    self._leadership(record.name, index, True)
+                continue
+            if partition.make_follower(state, version):
                 if state.leader >= 0:
                     self.fetchers.follow(partition)
                 else:
                     self.fetchers.unfollow(key)
+            if was_leader:
+                self._leadership(record.name, index, False)
+
+    def _leadership(self, topic: str, index: int, leads: bool) -> None:
+        for listener in self.leadership_listeners:
+            listener(topic, index, leads)
+
+    def fence(self) -> None:
+        """Lead nothing until told again (the coordination session was lost: another
+        broker may lead our partitions by now). Waiting requests re-check and fail."""
+        for (topic, index), partition in self.partitions.items():
+            if partition.is_leader:
+                self._leadership(topic, index, False)
+            self.fetchers.unfollow((topic, index))
+            partition.detach()
+        log.warning("coordination session lost: leading and following nothing until the "
+                    "store is back")
 
     def remove_topic(self, name: str) -> None:
         """The topic is gone: detach its partitions and delete their logs."""
@@ -87,7 +110,10 @@ class ReplicaManager:
 
     def _drop(self, key: tuple[str, int]) -> None:
         self.fetchers.unfollow(key)
-        self.partitions.pop(key).detach()
+        partition = self.partitions.pop(key)
+        if partition.is_leader:
+            self._leadership(key[0], key[1], False)
+        partition.detach()
 
     def _isr_candidate(self) -> None:
         self.on_isr_candidate()
