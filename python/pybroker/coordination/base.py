@@ -144,6 +144,11 @@ class CoordinationBackend(Protocol):
         for the embedded backend."""
         ...
 
+    async def settle(self) -> None:
+        """Wait until every callback already due has run (changes ZooKeeper has not yet
+        reported are not included). For orderly shutdown and tests."""
+        ...
+
     def on_session_reestablished(self, callback: Callback) -> WatchHandle:
         """callback() once a new session is up after an expiry; the backend has already
         re-registered this store's brokers and re-armed every watch by then. A former
