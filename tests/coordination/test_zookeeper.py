@@ -13,7 +13,7 @@ from kazoo.client import KazooClient
 
 from pybroker.coordination import znodes as zn
 from pybroker.coordination.base import TopicAssignment
-from pybroker.coordination.errors import MalformedZNode
+from pybroker.coordination.errors import CoordinationError, MalformedZNode
 from pybroker.coordination.zookeeper import ZooKeeperBackend
 from tests.cluster.proxy import Proxy
 from tests.cluster.zookeeper import ZooKeeperServer
@@ -235,6 +235,14 @@ async def test_malformed_znodes_are_clear_errors(zk_cluster: Cluster, raw: Kazoo
     good = TopicAssignment(name="good", topic_id=uuid.uuid4(), partitions={0: [1]})
     await store.create_topic(good, {})
     await eventually(lambda: seen[-1] == {"good": good}, "the good topic in the watch")
+
+
+async def test_unexpected_zookeeper_errors_are_coordination_errors(
+        zk_cluster: Cluster, raw: KazooClient) -> None:
+    store = await zk_cluster.client()
+    raw.delete("/brokers/ids")  # an operator removed a path Kafka creates at startup
+    with pytest.raises(CoordinationError, match="live_brokers.*NoNode"):
+        await store.live_brokers()
 
 
 async def test_kafka_written_topic_without_id_and_state_with_recovery(
