@@ -422,6 +422,7 @@ class EmbeddedBackend:
         return version
 
     async def watch_partition_states(self, callback: Callback) -> WatchHandle:
+        self._dispatcher.start()
         handle = WatchHandle(lambda: self._watchers["states"].pop(handle, None))
         self._watchers["states"][handle] = callback
 
@@ -490,6 +491,7 @@ class EmbeddedBackend:
         return ()
 
     async def _watch(self, kind: str, callback: Callback, initial: bool = True) -> WatchHandle:
+        self._dispatcher.start()  # idempotent: watches work even before start()
         handle = WatchHandle(lambda: self._watchers[kind].pop(handle, None))
         self._watchers[kind][handle] = callback
         if initial:
