@@ -4,8 +4,10 @@ as an operator (or a Kafka broker) reads them, and malformed znodes."""
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import pytest
@@ -104,6 +106,27 @@ async def test_znodes_hold_kafkas_json(zk_cluster: Cluster, raw: KazooClient) ->
         "version": 1, "broker": 7, "block_start": "0", "block_end": "999"}
     for path in zn.PERSISTENT_PATHS:
         assert raw.exists(path), path
+
+
+ZKCLI = Path("/usr/share/zookeeper/bin/zkCli.sh")
+
+
+@pytest.mark.skipif(not ZKCLI.exists(), reason="zkCli.sh is not installed")
+async def test_zkcli_shows_the_registration(zk_cluster: Cluster,
+                                            zookeeper: ZooKeeperServer) -> None:
+    """An operator's habit: `zkCli.sh ls /brokers/ids`, then `get /brokers/ids/<id>`."""
+    store = await zk_cluster.client()
+    await store.register_broker(4, registration(9092))
+
+    def zkcli(*command: str) -> str:
+        done = subprocess.run([str(ZKCLI), "-server", zookeeper.address, *command],
+                              capture_output=True, text=True, timeout=60, check=True)
+        return done.stdout.strip().splitlines()[-1]  # the answer is the last line
+
+    assert await anyio.to_thread.run_sync(zkcli, "ls", f"{zk_cluster.chroot}/brokers/ids") == "[4]"
+    shown = json.loads(await anyio.to_thread.run_sync(
+        zkcli, "get", f"{zk_cluster.chroot}/brokers/ids/4"))
+    assert shown["version"] == 5 and shown["endpoints"] == ["PLAINTEXT://127.0.0.1:9092"]
 
 
 async def test_chroot_is_created_and_used(zk_cluster: Cluster, zookeeper: ZooKeeperServer,
