@@ -13,6 +13,7 @@ import anyio
 import pytest
 from kazoo.client import KazooClient
 
+from pybroker.coordination import zktopics
 from pybroker.coordination import znodes as zn
 from pybroker.coordination.base import TopicAssignment
 from pybroker.coordination.errors import CoordinationError, MalformedZNode
@@ -258,6 +259,25 @@ async def test_malformed_znodes_are_clear_errors(zk_cluster: Cluster, raw: Kazoo
     good = TopicAssignment(name="good", topic_id=uuid.uuid4(), partitions={0: [1]})
     await store.create_topic(good, {})
     await eventually(lambda: seen[-1] == {"good": good}, "the good topic in the watch")
+
+
+async def test_big_writes_span_several_fenced_multis(zk_cluster: Cluster, raw: KazooClient,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zktopics, "OPS_PER_MULTI", 7)  # 40 partitions: many multis
+    store = await zk_cluster.client()
+    lease = await store.try_elect_controller(1)
+    assert lease is not None
+    await store.create_topic(TopicAssignment(name="big", topic_id=uuid.uuid4(),
+                                             partitions={p: [1] for p in range(40)}), {}, lease)
+    states = {p: zn.LeaderAndIsr(controller_epoch=lease.epoch, leader=1, leader_epoch=0,
+                                 isr=[1]) for p in range(40)}
+    assert await store.create_partition_states("big", states, lease) == dict.fromkeys(states, 0)
+    assert len(await store.partition_states("big")) == 40
+    await store.request_topic_deletion("big")
+    await store.delete_topic("big", lease)
+    assert not raw.exists("/brokers/topics/big")
+    assert not raw.exists("/admin/delete_topics/big")
+    assert not raw.exists("/config/topics/big")
 
 
 async def test_unexpected_zookeeper_errors_are_coordination_errors(
