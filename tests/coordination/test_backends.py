@@ -69,6 +69,17 @@ async def test_brokers_register_and_watch(cluster: Cluster) -> None:
     assert seen[-1] == {1: one}  # cancelled: no more callbacks
 
 
+async def test_broker_epochs_grow_with_each_registration(cluster: Cluster) -> None:
+    a, b = await cluster.client(), await cluster.client()
+    first = await a.register_broker(1, registration(9092))
+    other = await b.register_broker(2, registration(9093))
+    assert await b.broker_epochs() == {1: first, 2: other}
+    await a.unregister_broker(1)
+    bounced = await a.register_broker(1, registration(9092))
+    assert bounced > max(first, other)  # a bounced broker is told apart by its epoch
+    assert await b.broker_epochs() == {1: bounced, 2: other}
+
+
 async def test_controller_election_increments_the_epoch(cluster: Cluster) -> None:
     a, b = await cluster.client(), await cluster.client()
     seen: list[int | None] = []
@@ -78,6 +89,8 @@ async def test_controller_election_increments_the_epoch(cluster: Cluster) -> Non
     first = await elect(a, 1)
     assert first.broker_id == 1
     assert await b.try_elect_controller(2) is None  # the seat is taken
+    # asking again (say, after an answer lost to a timeout) gets the same lease back
+    assert await a.try_elect_controller(1) == first
     assert await b.controller_id() == 1
     assert await b.controller_epoch() == (first.epoch, first.epoch_zk_version)
     await eventually(lambda: seen[-1] == 1, "the watch to see controller 1")

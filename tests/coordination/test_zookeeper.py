@@ -4,16 +4,19 @@ as an operator (or a Kafka broker) reads them, and malformed znodes."""
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import pytest
 from kazoo.client import KazooClient
 
+from pybroker.coordination import zktopics
 from pybroker.coordination import znodes as zn
 from pybroker.coordination.base import TopicAssignment
-from pybroker.coordination.errors import MalformedZNode
+from pybroker.coordination.errors import CoordinationError, MalformedZNode
 from pybroker.coordination.zookeeper import ZooKeeperBackend
 from tests.cluster.proxy import Proxy
 from tests.cluster.zookeeper import ZooKeeperServer
@@ -104,6 +107,27 @@ async def test_znodes_hold_kafkas_json(zk_cluster: Cluster, raw: KazooClient) ->
         "version": 1, "broker": 7, "block_start": "0", "block_end": "999"}
     for path in zn.PERSISTENT_PATHS:
         assert raw.exists(path), path
+
+
+ZKCLI = Path("/usr/share/zookeeper/bin/zkCli.sh")
+
+
+@pytest.mark.skipif(not ZKCLI.exists(), reason="zkCli.sh is not installed")
+async def test_zkcli_shows_the_registration(zk_cluster: Cluster,
+                                            zookeeper: ZooKeeperServer) -> None:
+    """An operator's habit: `zkCli.sh ls /brokers/ids`, then `get /brokers/ids/<id>`."""
+    store = await zk_cluster.client()
+    await store.register_broker(4, registration(9092))
+
+    def zkcli(*command: str) -> str:
+        done = subprocess.run([str(ZKCLI), "-server", zookeeper.address, *command],
+                              capture_output=True, text=True, timeout=60, check=True)
+        return done.stdout.strip().splitlines()[-1]  # the answer is the last line
+
+    assert await anyio.to_thread.run_sync(zkcli, "ls", f"{zk_cluster.chroot}/brokers/ids") == "[4]"
+    shown = json.loads(await anyio.to_thread.run_sync(
+        zkcli, "get", f"{zk_cluster.chroot}/brokers/ids/4"))
+    assert shown["version"] == 5 and shown["endpoints"] == ["PLAINTEXT://127.0.0.1:9092"]
 
 
 async def test_chroot_is_created_and_used(zk_cluster: Cluster, zookeeper: ZooKeeperServer,
@@ -235,6 +259,33 @@ async def test_malformed_znodes_are_clear_errors(zk_cluster: Cluster, raw: Kazoo
     good = TopicAssignment(name="good", topic_id=uuid.uuid4(), partitions={0: [1]})
     await store.create_topic(good, {})
     await eventually(lambda: seen[-1] == {"good": good}, "the good topic in the watch")
+
+
+async def test_big_writes_span_several_fenced_multis(zk_cluster: Cluster, raw: KazooClient,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zktopics, "OPS_PER_MULTI", 7)  # 40 partitions: many multis
+    store = await zk_cluster.client()
+    lease = await store.try_elect_controller(1)
+    assert lease is not None
+    await store.create_topic(TopicAssignment(name="big", topic_id=uuid.uuid4(),
+                                             partitions={p: [1] for p in range(40)}), {}, lease)
+    states = {p: zn.LeaderAndIsr(controller_epoch=lease.epoch, leader=1, leader_epoch=0,
+                                 isr=[1]) for p in range(40)}
+    assert await store.create_partition_states("big", states, lease) == dict.fromkeys(states, 0)
+    assert len(await store.partition_states("big")) == 40
+    await store.request_topic_deletion("big")
+    await store.delete_topic("big", lease)
+    assert not raw.exists("/brokers/topics/big")
+    assert not raw.exists("/admin/delete_topics/big")
+    assert not raw.exists("/config/topics/big")
+
+
+async def test_unexpected_zookeeper_errors_are_coordination_errors(
+        zk_cluster: Cluster, raw: KazooClient) -> None:
+    store = await zk_cluster.client()
+    raw.delete("/brokers/ids")  # an operator removed a path Kafka creates at startup
+    with pytest.raises(CoordinationError, match="live_brokers.*NoNode"):
+        await store.live_brokers()
 
 
 async def test_kafka_written_topic_without_id_and_state_with_recovery(

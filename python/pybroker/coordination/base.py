@@ -144,6 +144,11 @@ class CoordinationBackend(Protocol):
         for the embedded backend."""
         ...
 
+    async def settle(self) -> None:
+        """Wait until every callback already due has run (changes ZooKeeper has not yet
+        reported are not included). For orderly shutdown and tests."""
+        ...
+
     def on_session_reestablished(self, callback: Callback) -> WatchHandle:
         """callback() once a new session is up after an expiry; the backend has already
         re-registered this store's brokers and re-armed every watch by then. A former
@@ -152,9 +157,10 @@ class CoordinationBackend(Protocol):
         ...
 
     # --- brokers ---
-    async def register_broker(self, broker_id: int, registration: BrokerRegistration) -> None:
+    async def register_broker(self, broker_id: int, registration: BrokerRegistration) -> int:
         """Create the ephemeral /brokers/ids/<id>; BrokerIdInUse if a live broker (or this
-        store already) holds the id. Re-created after a session re-establishment."""
+        store already) holds the id. Re-created after a session re-establishment.
+        Returns the broker epoch (Kafka's: the registration znode's creation zxid)."""
         ...
 
     async def unregister_broker(self, broker_id: int) -> None:
@@ -162,6 +168,11 @@ class CoordinationBackend(Protocol):
         ...
 
     async def live_brokers(self) -> dict[int, BrokerRegistration]:
+        ...
+
+    async def broker_epochs(self) -> dict[int, int]:
+        """Each live broker's epoch: it grows when a broker registers again, so a broker
+        that bounced between two looks shows a new epoch (Kafka: STALE_BROKER_EPOCH)."""
         ...
 
     async def watch_brokers(self, callback: Callback) -> WatchHandle:
@@ -172,7 +183,8 @@ class CoordinationBackend(Protocol):
     async def try_elect_controller(self, broker_id: int) -> ControllerLease | None:
         """Create /controller and increment /controller_epoch in one transaction
         (Kafka's registerControllerAndIncrementControllerEpoch); None when another
-        broker is controller or won the race."""
+        broker is controller or won the race. If this store (session) already holds
+        /controller for `broker_id`, the lease for the current epoch."""
         ...
 
     async def controller_id(self) -> int | None:

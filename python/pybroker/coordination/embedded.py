@@ -177,6 +177,9 @@ class EmbeddedBackend:
         self._producer_id_next = 0
         self._controller_epoch = 0
         self._brokers: dict[int, BrokerRegistration] = {}
+        #: broker epochs grow with each registration, as ZooKeeper's creation zxids do
+        self._broker_epochs: dict[int, int] = {}
+        self._broker_epoch_next = 0
         self._controller: int | None = None
         self._isr_changes: list[set[tuple[str, int]]] = []
         self._dispatcher = Dispatcher()
@@ -199,6 +202,7 @@ class EmbeddedBackend:
 
     async def close(self) -> None:
         self._brokers.clear()
+        self._broker_epochs.clear()
         self._controller = None
         await self._dispatcher.close()
 
@@ -213,15 +217,22 @@ class EmbeddedBackend:
         await self._dispatcher.wait_idle()
 
     # --- brokers ---
-    async def register_broker(self, broker_id: int, registration: BrokerRegistration) -> None:
+    async def register_broker(self, broker_id: int, registration: BrokerRegistration) -> int:
         if broker_id in self._brokers:
             raise BrokerIdInUse(broker_id, f"/brokers/ids/{broker_id}")
         self._brokers[broker_id] = registration
+        self._broker_epoch_next += 1
+        self._broker_epochs[broker_id] = self._broker_epoch_next
         self._fire("brokers")
+        return self._broker_epoch_next
 
     async def unregister_broker(self, broker_id: int) -> None:
+        self._broker_epochs.pop(broker_id, None)
         if self._brokers.pop(broker_id, None) is not None:
             self._fire("brokers")
+
+    async def broker_epochs(self) -> dict[int, int]:
+        return dict(self._broker_epochs)
 
     async def live_brokers(self) -> dict[int, BrokerRegistration]:
         return dict(self._brokers)
@@ -231,6 +242,9 @@ class EmbeddedBackend:
 
     # --- controller ---
     async def try_elect_controller(self, broker_id: int) -> ControllerLease | None:
+        if self._controller == broker_id:  # already ours: this node is its only session
+            return ControllerLease(broker_id=broker_id, epoch=self._controller_epoch,
+                                   epoch_zk_version=self._controller_epoch)
         if self._controller is not None:
             return None
         self._controller_epoch += 1
@@ -408,6 +422,7 @@ class EmbeddedBackend:
         return version
 
     async def watch_partition_states(self, callback: Callback) -> WatchHandle:
+        self._dispatcher.start()
         handle = WatchHandle(lambda: self._watchers["states"].pop(handle, None))
         self._watchers["states"][handle] = callback
 
@@ -476,6 +491,7 @@ class EmbeddedBackend:
         return ()
 
     async def _watch(self, kind: str, callback: Callback, initial: bool = True) -> WatchHandle:
+        self._dispatcher.start()  # idempotent: watches work even before start()
         handle = WatchHandle(lambda: self._watchers[kind].pop(handle, None))
         self._watchers[kind][handle] = callback
         if initial:

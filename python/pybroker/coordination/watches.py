@@ -129,11 +129,17 @@ class Dispatcher:
             waiter.cancel()
 
     async def wait_idle(self) -> None:
-        """Return once every job queued so far has run (for orderly tests and shutdown)."""
-        while self._jobs or (self._idle is not None and not self._idle.is_set()):
+        """Return once every job queued so far has run (for orderly tests and shutdown).
+        From inside a callback it returns at once (it would wait for itself)."""
+        if asyncio.current_task() is self._task:
+            return
+        while self.running and (self._jobs or not self._idle_set()):
             assert self._idle is not None
             await self._idle.wait()
             await asyncio.sleep(0)
+
+    def _idle_set(self) -> bool:
+        return self._idle is None or self._idle.is_set()
 
     def _enqueue(self, key: Hashable | None, job: Job) -> None:
         if key is not None:

@@ -16,22 +16,35 @@ queued until it reconnects. Both become CoordinationUnavailable."""
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from kazoo.client import KazooClient, KazooState, TransactionRequest
 from kazoo.exceptions import (
+    BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
+    KazooException,
+    NoNodeError,
     OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.interfaces import IAsyncResult
 
-from pybroker.coordination.errors import CoordinationUnavailable
+from pybroker.coordination import znodes as zn
+from pybroker.coordination.base import ControllerLease
+from pybroker.coordination.errors import (
+    ControllerMoved,
+    CoordinationError,
+    CoordinationUnavailable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +53,30 @@ UNAVAILABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, Opera
 
 #: kazoo's reconnect backoff: keep trying forever, at most this long between attempts
 RECONNECT_DELAY_MAX_S = 1.0
+
+
+C = TypeVar("C", bound=type)
+
+
+def kazoo_errors_translated(cls: C) -> C:
+    """Class decorator: every public coroutine method raises CoordinationError instead of
+    a kazoo exception nobody expected (the expected ones are handled in the method)."""
+    for name, method in list(vars(cls).items()):
+        if name.startswith("_") or not inspect.iscoroutinefunction(method):
+            continue
+
+        def wrap(method: Any) -> Any:
+            @functools.wraps(method)
+            async def translated(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await method(*args, **kwargs)
+                except KazooException as exc:
+                    raise CoordinationError(
+                        f"unexpected ZooKeeper error in {method.__name__}: {exc!r}") from exc
+            return translated
+
+        setattr(cls, name, wrap(method))
+    return cls
 
 
 def split_connect(connect: str) -> tuple[str, str]:
@@ -152,3 +189,38 @@ class AsyncKazoo:
             loop.call_soon_threadsafe(self._on_state, state, session)
         except RuntimeError:
             pass
+
+
+# --- multis (ZooKeeper transactions), fenced by the controller epoch ---------------------
+
+def fenced_multi(zk: AsyncKazoo, lease: ControllerLease | None) -> TransactionRequest:
+    """A multi that, with a lease, first checks /controller_epoch's version (Kafka's
+    checkControllerEpoch before every controller write)."""
+    txn = zk.kazoo.transaction()
+    if lease is not None:
+        txn.check(zn.CONTROLLER_EPOCH, lease.epoch_zk_version)
+    return txn
+
+
+async def commit(zk: AsyncKazoo, txn: TransactionRequest,
+                 lease: ControllerLease | None) -> list[Any]:
+    """Commit; ControllerMoved if the lease's fence failed. Otherwise the operations'
+    results without the fence's: values, or kazoo exceptions for a failed multi."""
+    results = await zk.commit(txn)
+    if lease is not None:
+        fence, results = results[0], results[1:]
+        if isinstance(fence, (BadVersionError, NoNodeError)):
+            raise ControllerMoved(
+                f"/controller_epoch is no longer at version {lease.epoch_zk_version}: "
+                f"controller epoch {lease.epoch} (broker {lease.broker_id}) was superseded")
+    return results
+
+
+def first_error(results: list[Any]) -> tuple[int, Exception] | None:
+    """(index, error) of the operation that failed a multi, or None if it succeeded."""
+    for index, result in enumerate(results):
+        # the others report RolledBack (before it) or RuntimeInconsistency (after it)
+        if isinstance(result, Exception) and not isinstance(
+                result, (RolledBackError, RuntimeInconsistency)):
+            return index, result
+    return None

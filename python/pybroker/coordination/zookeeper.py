@@ -18,92 +18,39 @@ After a mere reconnect (same session) watches are re-armed only."""
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-from kazoo.client import KazooState, TransactionRequest
-from kazoo.exceptions import (
-    BadVersionError,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    RolledBackError,
-    RuntimeInconsistency,
-)
+from kazoo.client import KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
 from pybroker.coordination import znodes as zn
-from pybroker.coordination.base import (
-    PRODUCER_ID_BLOCK_SIZE,
-    ControllerLease,
-    TopicAssignment,
-    VersionedState,
-    validate_assignment,
-    validate_topic_name,
-)
+from pybroker.coordination.base import PRODUCER_ID_BLOCK_SIZE, ControllerLease
 from pybroker.coordination.errors import (
     BrokerIdInUse,
     ControllerMoved,
     CoordinationUnavailable,
-    StaleVersion,
 )
 from pybroker.coordination.watches import Callback, Dispatcher, WatchHandle, invoke
-from pybroker.coordination.zkclient import AsyncKazoo, split_connect
-from pybroker.coordination.zkwatches import (
-    ChildrenDataWatch,
-    DataWatch,
-    PartitionStatesWatch,
-    ZkWatch,
-    read_many,
+from pybroker.coordination.zkclient import (
+    AsyncKazoo,
+    commit,
+    fenced_multi,
+    first_error,
+    kazoo_errors_translated,
+    split_connect,
 )
-from pybroker.coordination.znodes import BrokerRegistration, LeaderAndIsr
+from pybroker.coordination.zktopics import RACE_RETRIES_MAX, TopicOps
+from pybroker.coordination.zkwatches import ChildrenDataWatch, DataWatch, ZkWatch, read_many
+from pybroker.coordination.znodes import BrokerRegistration
 from pybroker.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
-#: operations per ZooKeeper multi: stays well under jute.maxbuffer (1 MiB) with Kafka's
-#: payload sizes
-OPS_PER_MULTI = 500
-#: Kafka purges config change notifications older than this (changeExpirationMs)
-CONFIG_CHANGE_EXPIRY_MS = 15 * 60 * 1000
-#: retries of a compare-and-set that lost a race (producer id blocks, assignments)
-CAS_ATTEMPTS_MAX = 100
-#: the zero Uuid: stands for a topic id missing in a topic znode Kafka < 2.8 wrote
-ZERO_UUID = uuid.UUID(int=0)
 
-
-def _unknown_topic(name: str) -> KafkaError:
-    return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' not found.")
-
-
-def _decode_assignment(name: str, path: str, data: bytes | None) -> TopicAssignment:
-    raw = zn.decode(path, data, zn.TopicZNode)
-    topic_id = ZERO_UUID
-    if isinstance(raw.topic_id, str):
-        try:
-            topic_id = zn.parse_kafka_uuid(raw.topic_id)
-        except ValueError as exc:
-            raise zn.MalformedZNode(path, data, str(exc)) from None
-    return TopicAssignment(name=name, topic_id=topic_id, partitions=raw.partitions,
-                           adding_replicas=raw.adding_replicas,
-                           removing_replicas=raw.removing_replicas)
-
-
-def _encode_assignment(assignment: TopicAssignment) -> bytes:
-    return zn.encode(zn.TopicZNode(
-        partitions=assignment.partitions, topic_id=zn.kafka_uuid(assignment.topic_id),
-        adding_replicas=assignment.adding_replicas,
-        removing_replicas=assignment.removing_replicas))
-
-
-def _seq(name: str, prefix: str) -> int:
-    """The sequence number of a sequential znode's name (-1 for a foreign name)."""
-    tail = name[len(prefix):] if name.startswith(prefix) else ""
-    return int(tail) if tail.isdigit() else -1
-
-
-class ZooKeeperBackend:
+@kazoo_errors_translated
+class ZooKeeperBackend(TopicOps):
     """CoordinationBackend on a ZooKeeper ensemble; see the module docstring."""
 
     def __init__(self, connect: str, *, session_timeout_ms: int,
@@ -120,6 +67,7 @@ class ZooKeeperBackend:
         self._dispatcher = Dispatcher()
         self._cluster_id: str | None = None
         self._session: int | None = None
+        self._started = False
         self._expired = False
         self._closing = False
         self._registrations: dict[int, BrokerRegistration] = {}
@@ -147,6 +95,7 @@ class ZooKeeperBackend:
         for path in zn.PERSISTENT_PATHS:
             await self.zk.call("ensure_path", path)
         self._cluster_id = await self._read_or_create_cluster_id()
+        self._started = True  # session events count from here
         log.info("connected to ZooKeeper %s, session 0x%x, cluster id %s", self.connect,
                  self._session or 0, self._cluster_id)
 
@@ -196,7 +145,7 @@ class ZooKeeperBackend:
         await self._dispatcher.wait_idle()
 
     def _on_state(self, state: KazooState, session: int | None) -> None:  # on the loop
-        if self._closing:
+        if self._closing or not self._started:
             return
         if state == KazooState.LOST:
             log.warning("ZooKeeper session 0x%x expired", self._session or 0)
@@ -244,59 +193,36 @@ class ZooKeeperBackend:
 
         return WatchHandle(cancel)
 
-    # --- transactions ---
-    def _multi(self, lease: ControllerLease | None) -> TransactionRequest:
-        txn = self.zk.kazoo.transaction()
-        if lease is not None:
-            txn.check(zn.CONTROLLER_EPOCH, lease.epoch_zk_version)
-        return txn
-
-    async def _commit(self, txn: TransactionRequest, lease: ControllerLease | None) -> list[Any]:
-        """Commit; ControllerMoved if the lease's fence failed. Otherwise the results,
-        without the fence's (failed operations are kazoo exceptions in the list)."""
-        results = await self.zk.commit(txn)
-        if lease is not None:
-            fence, results = results[0], results[1:]
-            if isinstance(fence, (BadVersionError, NoNodeError)):
-                raise ControllerMoved(
-                    f"/controller_epoch is no longer at version {lease.epoch_zk_version}: "
-                    f"controller epoch {lease.epoch} (broker {lease.broker_id}) was superseded")
-        return results
-
-    @staticmethod
-    def _first_error(results: list[Any]) -> tuple[int, Exception] | None:
-        for index, result in enumerate(results):
-            # the operation that failed; the others report RolledBack / RuntimeInconsistency
-            if isinstance(result, Exception) and not isinstance(
-                    result, (RolledBackError, RuntimeInconsistency)):
-                return index, result
-        return None
-
     # --- brokers ---
-    async def register_broker(self, broker_id: int, registration: BrokerRegistration) -> None:
+    async def register_broker(self, broker_id: int, registration: BrokerRegistration) -> int:
         if broker_id in self._registrations:
             raise BrokerIdInUse(broker_id, zn.broker_path(broker_id))
-        await self._create_registration(broker_id, registration)
+        epoch = await self._create_registration(broker_id, registration)
         self._registrations[broker_id] = registration
+        return epoch
 
     async def _create_registration(self, broker_id: int,
-                                   registration: BrokerRegistration) -> None:
+                                   registration: BrokerRegistration) -> int:
         """Kafka's checkedEphemeralCreate: an existing node is ours only if this session
-        owns it (a create retried after a lost answer); otherwise the id is taken."""
+        owns it (a create retried after a lost answer); otherwise the id is taken.
+        Returns the broker epoch: the znode's creation zxid, as Kafka's."""
         path = zn.broker_path(broker_id)
         data = zn.encode(registration)
-        try:
-            await self.zk.call("create", path, data, ephemeral=True, makepath=True)
-            return
-        except NodeExistsError:
-            pass
-        stat: ZnodeStat | None = await self.zk.call("exists", path)
-        if stat is not None and stat.ephemeralOwner == self.zk.session_id:
+        for _ in range(RACE_RETRIES_MAX):
+            try:
+                _, stat = await self.zk.call("create", path, data, ephemeral=True,
+                                             makepath=True, include_data=True)
+                return stat.czxid
+            except NodeExistsError:
+                pass
+            stat = await self.zk.call("exists", path)
+            if stat is None:  # gone meanwhile (an old session just expired): again
+                continue
+            if stat.ephemeralOwner != self.zk.session_id:
+                raise BrokerIdInUse(broker_id, path)
             await self.zk.call("set", path, data)
-            return
-        if stat is None:  # gone meanwhile (the old session just expired): try again
-            return await self._create_registration(broker_id, registration)
-        raise BrokerIdInUse(broker_id, path)
+            return stat.czxid
+        raise CoordinationUnavailable(f"registering broker {broker_id} kept racing")
 
     async def unregister_broker(self, broker_id: int) -> None:
         if self._registrations.pop(broker_id, None) is None:
@@ -312,6 +238,13 @@ class ZooKeeperBackend:
         reads = await read_many(self.zk, paths, [None] * len(paths))
         return {int(i): zn.decode(path, read[0], BrokerRegistration)
                 for i, path, read in zip(ids, paths, reads, strict=True) if read is not None}
+
+    async def broker_epochs(self) -> dict[int, int]:
+        ids = [c for c in await self.zk.call("get_children", zn.BROKER_IDS) if c.isdigit()]
+        paths = [zn.broker_path(int(i)) for i in ids]
+        reads = await read_many(self.zk, paths, [None] * len(paths))
+        return {int(i): read[1].czxid for i, read in zip(ids, reads, strict=True)
+                if read is not None}
 
     async def watch_brokers(self, callback: Callback) -> WatchHandle:
         def decode(path: str, data: bytes | None, stat: ZnodeStat) -> BrokerRegistration:
@@ -346,15 +279,30 @@ class ZooKeeperBackend:
             brokerid=broker_id, timestamp=zn.now_ms_text())), ephemeral=True)
         txn.set_data(zn.CONTROLLER_EPOCH, str(epoch + 1).encode(), version)
         results = await self.zk.commit(txn)
-        failed = self._first_error(results)
+        failed = first_error(results)
         if failed is not None:
             if isinstance(failed[1], (NodeExistsError, BadVersionError)):
-                return None  # someone else is controller, or won the race for this epoch
+                return await self._own_controller_lease(broker_id)
             raise failed[1]
         stat: ZnodeStat = results[1]
         log.info("broker %d elected controller, epoch %d", broker_id, epoch + 1)
         return ControllerLease(broker_id=broker_id, epoch=epoch + 1,
                                epoch_zk_version=stat.version)
+
+    async def _own_controller_lease(self, broker_id: int) -> ControllerLease | None:
+        """After a lost election: None, unless /controller is this session's for
+        `broker_id` (an earlier attempt won but its answer was lost), in which case the
+        current epoch is ours: nobody can bump it while /controller exists (Kafka's
+        checkControllerAndEpoch)."""
+        try:
+            data, stat = await self.zk.call("get", zn.CONTROLLER)
+        except NoNodeError:
+            return None
+        controller = zn.decode(zn.CONTROLLER, data, zn.ControllerZNode)
+        if controller.brokerid != broker_id or stat.ephemeralOwner != self.zk.session_id:
+            return None
+        epoch, version = await self.controller_epoch()
+        return ControllerLease(broker_id=broker_id, epoch=epoch, epoch_zk_version=version)
 
     async def controller_id(self) -> int | None:
         try:
@@ -378,314 +326,12 @@ class ZooKeeperBackend:
             return
         if zn.decode(zn.CONTROLLER, data, zn.ControllerZNode).brokerid != lease.broker_id:
             return
-        txn = self._multi(lease)
+        txn = fenced_multi(self.zk, lease)
         txn.delete(zn.CONTROLLER, stat.version)
         try:
-            await self._commit(txn, lease)
+            await commit(self.zk, txn, lease)
         except ControllerMoved:
             pass
-
-    # --- topics ---
-    async def topic_assignments(self) -> dict[str, TopicAssignment]:
-        names = await self.zk.call("get_children", zn.TOPICS)
-        paths = [zn.topic_path(n) for n in names]
-        reads = await read_many(self.zk, paths, [None] * len(paths))
-        return {name: _decode_assignment(name, path, read[0])
-                for name, path, read in zip(names, paths, reads, strict=True) if read is not None}
-
-    async def create_topic(self, assignment: TopicAssignment, configs: Mapping[str, str],
-                           lease: ControllerLease | None = None) -> None:
-        name = assignment.name
-        validate_topic_name(name)
-        validate_assignment(assignment.partitions)
-        if await self.zk.call("exists", zn.delete_topic_path(name)):
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS,
-                             f"Topic '{name}' is marked for deletion.")
-        config_data = zn.encode(zn.TopicConfigZNode(config=dict(configs)))
-        config_exists = await self.zk.call("exists", zn.topic_config_path(name)) is not None
-        for _ in range(CAS_ATTEMPTS_MAX):
-            # Kafka writes the configs first, so a broker seeing the topic sees its configs
-            txn = self._multi(lease)
-            if config_exists:
-                txn.set_data(zn.topic_config_path(name), config_data)
-            else:
-                txn.create(zn.topic_config_path(name), config_data)
-            txn.create(zn.topic_path(name), _encode_assignment(assignment))
-            failed = self._first_error(await self._commit(txn, lease))
-            if failed is None:
-                return
-            index, error = failed
-            if index == 1 and isinstance(error, NodeExistsError):
-                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS,
-                                 f"Topic '{name}' already exists.")
-            if index == 0 and isinstance(error, (NodeExistsError, NoNodeError)):
-                config_exists = not config_exists  # a stale config znode came or went
-                continue
-            raise error
-        raise CoordinationUnavailable(f"creating topic {name} kept racing")
-
-    async def set_partition_assignment(self, assignment: TopicAssignment,
-                                       lease: ControllerLease | None = None) -> None:
-        name = assignment.name
-        validate_assignment(assignment.partitions)
-        path = zn.topic_path(name)
-        for _ in range(CAS_ATTEMPTS_MAX):
-            try:
-                data, stat = await self.zk.call("get", path)
-            except NoNodeError:
-                raise _unknown_topic(name) from None
-            current = _decode_assignment(name, path, data)
-            if current.topic_id != assignment.topic_id:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 f"Topic '{name}' has another topic id now.")
-            if len(assignment.partitions) < len(current.partitions):
-                raise KafkaError(ErrorCode.INVALID_PARTITIONS,
-                                 f"Topic '{name}' cannot lose partitions.")
-            txn = self._multi(lease)
-            txn.set_data(path, _encode_assignment(assignment), stat.version)
-            failed = self._first_error(await self._commit(txn, lease))
-            if failed is None:
-                return
-            if isinstance(failed[1], NoNodeError):
-                raise _unknown_topic(name)
-            if not isinstance(failed[1], BadVersionError):
-                raise failed[1]
-        raise CoordinationUnavailable(f"updating the assignment of {name} kept racing")
-
-    async def watch_topics(self, callback: Callback) -> WatchHandle:
-        def decode(path: str, data: bytes | None, stat: ZnodeStat) -> TopicAssignment:
-            return _decode_assignment(path.rsplit("/", 1)[1], path, data)
-
-        async def on_set(values: dict[str, tuple[TopicAssignment | None, int]]) -> None:
-            await invoke(callback, {k: v for k, (v, _) in values.items() if v is not None})
-
-        return await self._add_watch(ChildrenDataWatch(
-            self.zk, self._dispatcher, zn.TOPICS, data_path=zn.topic_path, decode=decode,
-            on_set=on_set))
-
-    async def topic_configs(self, name: str) -> dict[str, str]:
-        path = zn.topic_config_path(name)
-        try:
-            data, _ = await self.zk.call("get", path)
-        except NoNodeError:
-            return {}
-        return zn.decode(path, data, zn.TopicConfigZNode).config
-
-    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        """Kafka's AdminZkClient.changeTopicConfig: the configs, then a change notification
-        (here in one multi, with a check that the topic exists)."""
-        path = zn.topic_config_path(name)
-        data = zn.encode(zn.TopicConfigZNode(config=dict(configs)))
-        notification = zn.encode(zn.ConfigChangeNotification(entity_path=f"topics/{name}"))
-        exists = await self.zk.call("exists", path) is not None
-        for _ in range(CAS_ATTEMPTS_MAX):
-            txn = self.zk.kazoo.transaction()
-            txn.check(zn.topic_path(name), -1)
-            if exists:
-                txn.set_data(path, data)
-            else:
-                txn.create(path, data)
-            txn.create(f"{zn.CONFIG_CHANGES}/{zn.CONFIG_CHANGE_PREFIX}", notification,
-                       sequence=True)
-            failed = self._first_error(await self.zk.commit(txn))
-            if failed is None:
-                return
-            index, error = failed
-            if index == 0:
-                raise _unknown_topic(name)
-            if index == 1 and isinstance(error, (NodeExistsError, NoNodeError)):
-                exists = not exists
-                continue
-            raise error
-        raise CoordinationUnavailable(f"setting the configs of {name} kept racing")
-
-    async def watch_topic_configs(self, callback: Callback) -> WatchHandle:
-        """Kafka's ZkNodeChangeNotificationListener: notifications newer than the newest
-        at registration; those older than 15 minutes are purged on the way."""
-        prefix = zn.CONFIG_CHANGE_PREFIX
-        last_seen: list[int | None] = [None]
-
-        async def on_set(values: dict[str, tuple[None, int]]) -> None:
-            numbered = sorted((_seq(c, prefix), c) for c in values if _seq(c, prefix) >= 0)
-            if last_seen[0] is None:  # the first listing: only remember where we are
-                last_seen[0] = numbered[-1][0] if numbered else -1
-                return
-            new = [(s, c) for s, c in numbered if s > last_seen[0]]
-            paths = [f"{zn.CONFIG_CHANGES}/{c}" for _, c in new]
-            reads = await read_many(self.zk, paths, [None] * len(paths))
-            for (seq, _), path, read in zip(new, paths, reads, strict=True):
-                last_seen[0] = seq
-                if read is None:
-                    continue
-                try:
-                    entity = zn.decode(path, read[0], zn.ConfigChangeNotification).entity_path
-                except zn.MalformedZNode as exc:
-                    log.error("%s", exc)
-                    continue
-                kind, _, topic = entity.partition("/")
-                if kind == "topics" and topic:
-                    await invoke(callback, topic, await self.topic_configs(topic))
-            await self._purge_config_changes([c for s, c in numbered if s <= last_seen[0]])
-
-        return await self._add_watch(ChildrenDataWatch(self.zk, self._dispatcher, zn.CONFIG_CHANGES,
-                                                       on_set=on_set))
-
-    async def _purge_config_changes(self, seen: list[str]) -> None:
-        paths = [f"{zn.CONFIG_CHANGES}/{c}" for c in seen]
-        reads = await read_many(self.zk, paths, [None] * len(paths))
-        now_ms = int(zn.now_ms_text())
-        for path, read in zip(paths, reads, strict=True):
-            if read is not None and now_ms - read[1].ctime > CONFIG_CHANGE_EXPIRY_MS:
-                try:
-                    await self.zk.call("delete", path)
-                except NoNodeError:  # another broker purged it first
-                    pass
-
-    async def request_topic_deletion(self, name: str) -> None:
-        txn = self.zk.kazoo.transaction()
-        txn.check(zn.topic_path(name), -1)
-        txn.create(zn.delete_topic_path(name))
-        failed = self._first_error(await self.zk.commit(txn))
-        if failed is None or isinstance(failed[1], NodeExistsError):
-            return  # already marked: Kafka ignores a second request
-        if failed[0] == 0:
-            raise _unknown_topic(name)
-        raise failed[1]
-
-    async def topics_pending_deletion(self) -> set[str]:
-        return set(await self.zk.call("get_children", zn.DELETE_TOPICS))
-
-    async def watch_topic_deletions(self, callback: Callback) -> WatchHandle:
-        async def on_set(values: dict[str, Any]) -> None:
-            await invoke(callback, set(values))
-
-        return await self._add_watch(ChildrenDataWatch(self.zk, self._dispatcher,
-                                                       zn.DELETE_TOPICS, on_set=on_set))
-
-    async def delete_topic(self, name: str, lease: ControllerLease) -> None:
-        """Kafka's TopicDeletionManager completing: the topic's znodes (leaves first),
-        its configs, then its deletion mark; every multi fenced."""
-        for _ in range(CAS_ATTEMPTS_MAX):
-            if not await self.zk.call("exists", zn.topic_path(name)):
-                raise _unknown_topic(name)
-            doomed = await self._subtree(zn.topic_path(name))
-            tail = [p for p in (zn.topic_config_path(name), zn.delete_topic_path(name))
-                    if await self.zk.call("exists", p)]
-            try:
-                await self._delete_in_multis(doomed + tail, lease)
-                return
-            except (NotEmptyError, NoNodeError):
-                continue  # the tree changed under us: list it again
-        raise CoordinationUnavailable(f"deleting topic {name} kept racing")
-
-    async def _subtree(self, root: str) -> list[str]:
-        """`root` and everything under it, deepest first (the order to delete in)."""
-        levels = [[root]]
-        while levels[-1]:
-            level = levels[-1]
-            pending = [self.zk.kazoo.get_children_async(p) for p in level]
-            below: list[str] = []
-            for parent, result in zip(level, pending, strict=True):
-                try:
-                    children = await self.zk.wait(result)
-                except NoNodeError:
-                    continue
-                below.extend(f"{parent}/{c}" for c in children)
-            levels.append(below)
-        return [p for level in reversed(levels) for p in level]
-
-    async def _delete_in_multis(self, paths: list[str], lease: ControllerLease) -> None:
-        for start in range(0, len(paths), OPS_PER_MULTI):
-            txn = self._multi(lease)
-            for path in paths[start:start + OPS_PER_MULTI]:
-                txn.delete(path)
-            failed = self._first_error(await self._commit(txn, lease))
-            if failed is not None:
-                raise failed[1]
-
-    # --- partition state ---
-    async def partition_states(self, topic: str) -> dict[int, VersionedState]:
-        try:
-            children = await self.zk.call("get_children", zn.partitions_path(topic))
-        except NoNodeError:
-            return {}
-        partitions = sorted(int(c) for c in children if c.isdigit())
-        paths = [zn.partition_state_path(topic, p) for p in partitions]
-        reads = await read_many(self.zk, paths, [None] * len(paths))
-        return {p: VersionedState(zn.decode(path, read[0], LeaderAndIsr), read[1].version)
-                for p, path, read in zip(partitions, paths, reads, strict=True)
-                if read is not None}
-
-    async def create_partition_states(self, topic: str, states: Mapping[int, LeaderAndIsr],
-                                      lease: ControllerLease) -> dict[int, int]:
-        path = zn.topic_path(topic)
-        try:
-            data, _ = await self.zk.call("get", path)
-        except NoNodeError:
-            raise _unknown_topic(topic) from None
-        assigned = _decode_assignment(topic, path, data).partitions
-        for partition in states:
-            if partition not in assigned:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 f"Topic '{topic}' has no partition {partition}.")
-        try:
-            existing = set(await self.zk.call("get_children", zn.partitions_path(topic)))
-            parent_exists = True
-        except NoNodeError:
-            existing, parent_exists = set(), False
-        todo = sorted(states)
-        per_multi = OPS_PER_MULTI // 2
-        for start in range(0, len(todo), per_multi):
-            txn = self._multi(lease)
-            if not parent_exists:
-                txn.create(zn.partitions_path(topic))
-                parent_exists = True
-            chunk = todo[start:start + per_multi]
-            for partition in chunk:
-                if str(partition) not in existing:
-                    txn.create(zn.partition_path(topic, partition))
-                txn.create(zn.partition_state_path(topic, partition),
-                           zn.encode(states[partition]))
-            failed = self._first_error(await self._commit(txn, lease))
-            if failed is not None:
-                index, error = failed
-                op = txn.operations[index + (1 if lease is not None else 0)]
-                if isinstance(error, NodeExistsError) and op.path.endswith("/state"):
-                    raise StaleVersion(op.path, -1)
-                if isinstance(error, NoNodeError):
-                    raise _unknown_topic(topic)
-                raise error
-        return dict.fromkeys(states, 0)
-
-    async def update_partition_state(self, topic: str, partition: int, state: LeaderAndIsr,
-                                     expected_version: int,
-                                     lease: ControllerLease | None = None) -> int:
-        path = zn.partition_state_path(topic, partition)
-        txn = self._multi(lease)
-        txn.set_data(path, zn.encode(state), expected_version)
-        results = await self._commit(txn, lease)
-        result = results[0]
-        if isinstance(result, BadVersionError):
-            raise StaleVersion(path, expected_version)
-        if isinstance(result, NoNodeError):
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"No state for partition {topic}-{partition}.")
-        if isinstance(result, Exception):
-            raise result
-        return result.version
-
-    async def watch_partition_states(self, callback: Callback) -> WatchHandle:
-        def decode(path: str, data: bytes | None, stat: ZnodeStat) -> LeaderAndIsr:
-            return zn.decode(path, data, LeaderAndIsr)
-
-        async def on_state(topic: str, partition: int, state: LeaderAndIsr | None,
-                           version: int) -> None:
-            await invoke(callback, topic, partition,
-                         None if state is None else VersionedState(state, version))
-
-        return await self._add_watch(PartitionStatesWatch(
-            self.zk, self._dispatcher, zn.TOPICS, zn.partitions_path, zn.partition_state_path,
-            decode, on_state))
 
     # --- ISR change notifications ---
     async def notify_isr_change(self, partitions: Iterable[tuple[str, int]]) -> None:
@@ -728,7 +374,7 @@ class ZooKeeperBackend:
         """Kafka's ZkProducerIdManager: read the latest block, write the next one with a
         conditional set; a lost race reads again."""
         path = zn.PRODUCER_ID_BLOCK
-        for _ in range(CAS_ATTEMPTS_MAX):
+        for _ in range(RACE_RETRIES_MAX):
             try:
                 data, stat = await self.zk.call("get", path)
             except NoNodeError:
