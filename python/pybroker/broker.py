@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 
 from pybroker.admin.topics import TopicAdmin
-from pybroker.config import BrokerConfig, ConfigError
+from pybroker.config import BrokerConfig
 from pybroker.coordination.embedded import EmbeddedStore
 from pybroker.group import GroupCoordinator
 from pybroker.handlers.context import BrokerContext
@@ -27,7 +27,7 @@ from pybroker.purgatory import Purgatory
 from pybroker.replica.fetcher import ReplicaFetcherManager
 from pybroker.replica.manager import ReplicaManager
 from pybroker.server.acceptor import accept_loop
-from pybroker.server.listeners import bind_listener, parse_listeners
+from pybroker.server.listeners import bind_listeners, listener_settings
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +36,10 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self.listeners = parse_listeners(config["listeners"])
-        if not self.listeners:
-            raise ConfigError("no listeners configured")
-        advertised = config["advertised.listeners"]
-        self.advertised = parse_listeners(advertised) if advertised else list(self.listeners)
+        self.listeners, self.advertised = listener_settings(config)
+        # bound before anything touches the data dir: a bad listener or a port in use
+        # must fail the start without leaving a new data dir behind
+        self._sockets = bind_listeners(self.listeners)
         self.store = EmbeddedStore(config.log_dirs[0], self.broker_id)
         self.metadata = MetadataCache(self.store.cluster_id)
         self.purgatory = Purgatory()
@@ -85,7 +84,7 @@ class Broker:
         from pybroker.server.dispatch import Dispatcher
 
         dispatcher = Dispatcher(self.context)
-        sockets = [bind_listener(listener) for listener in self.listeners]
+        sockets = self._sockets
         self.bound_ports = [s.getsockname()[1] for s in sockets]
         self._register(self.bound_ports[0])
         try:
