@@ -9,6 +9,7 @@ behind that this start created."""
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import pkgutil
@@ -100,6 +101,9 @@ def serve_command(args: argparse.Namespace) -> int:
         broker.shutdown()
     if failure is not None:
         _remove(created)
+        if isinstance(failure, OSError) and failure.errno == errno.EADDRINUSE:
+            # the listeners are bound already: the port in use is the metrics endpoint's
+            failure = OSError(f"metrics.port {config['metrics.port']}: {failure.strerror}")
         return _refuse(failure, EXIT_STARTUP)
     return 0
 
