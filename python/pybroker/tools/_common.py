@@ -41,8 +41,10 @@ TIMEOUT_PROPERTY = "default.api.timeout.ms"
 #: error (with its reason) arrives before the wait gives up
 FUTURE_GRACE_S = 5.0
 
-#: where librdkafka's log lines go (cli.main sets its level: silent by default)
+#: where librdkafka's log lines go: silent by default (cli.main lowers the level when
+#: --log-level is given)
 CLIENT_LOGGER = logging.getLogger("pybroker.tools.client")
+CLIENT_LOGGER.setLevel(logging.CRITICAL)
 
 
 class ToolError(Exception):
