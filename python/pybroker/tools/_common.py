@@ -100,6 +100,8 @@ class Reach:
         self.bootstrap = bootstrap
         self.timeout_ms = timeout_ms
         self.last_error: str | None = None
+        #: a broker answered connect(): a later timeout is a slow broker, not a missing one
+        self.reached = False
 
     @property
     def timeout_s(self) -> float:
@@ -113,6 +115,9 @@ class Reach:
 
     def failure(self) -> ToolError:
         why = f" (last error: {self.last_error})" if self.last_error else ""
+        if self.reached:
+            return ToolError(f"no answer from the brokers at {self.bootstrap} within "
+                             f"{self.timeout_ms} ms{why}")
         return ToolError(f"no broker reachable at {self.bootstrap} within "
                          f"{self.timeout_ms} ms{why}")
 
@@ -137,6 +142,7 @@ class Reach:
             if self.unreachable(exc):
                 raise self.failure() from None
             raise ToolError(kafka_message(exc)) from None
+        self.reached = True
 
     def result(self, future: Any) -> Any:
         """A client future's result; an unreachable broker becomes `failure()`."""
