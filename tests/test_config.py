@@ -57,3 +57,19 @@ def test_topic_overrides_win() -> None:
     assert topic["segment.bytes"] == 1000
     assert topic.source("segment.bytes") is ConfigSource.STATIC_BROKER_CONFIG
     assert parse_topic_config("cleanup.policy", "compact,delete") == ["compact", "delete"]
+
+
+def test_unknown_keys_are_logged_with_a_hint(caplog: pytest.LogCaptureFixture) -> None:
+    config = BrokerConfig({"listener": "PLAINTEXT://h:1", "quux": "8"})
+    with caplog.at_level("WARNING", logger="pybroker.config"):
+        config.log_unknown()
+    assert [r.getMessage() for r in caplog.records] == [
+        "The configuration 'listener' was supplied but isn't a known config. "
+        "Did you mean 'listeners'?",
+        "The configuration 'quux' was supplied but isn't a known config."]
+    assert config["listeners"] == "PLAINTEXT://127.0.0.1:9092"
+
+
+def test_listener_security_protocol_map_default_is_kafkas() -> None:
+    assert BrokerConfig()["listener.security.protocol.map"] == (
+        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT")

@@ -20,7 +20,7 @@ import anyio
 import anyio.abc
 
 from pybroker.admin.topics import TopicAdmin
-from pybroker.config import BrokerConfig, ConfigError
+from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
 from pybroker.coordination.base import CoordinationBackend
 from pybroker.coordination.znodes import BrokerRegistration
@@ -38,7 +38,7 @@ from pybroker.replica.fetcher import ReplicaFetcherManager
 from pybroker.replica.isr import IsrManager
 from pybroker.replica.manager import ReplicaManager
 from pybroker.server.acceptor import accept_loop
-from pybroker.server.listeners import bind_listener, parse_listeners
+from pybroker.server.listeners import bind_listeners, listener_settings
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +61,10 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id = config.broker_id
-        self.listeners = parse_listeners(config["listeners"])
-        if not self.listeners:
-            raise ConfigError("no listeners configured")
-        advertised = config["advertised.listeners"]
-        self.advertised = parse_listeners(advertised) if advertised else list(self.listeners)
+        self.listeners, self.advertised = listener_settings(config)
+        # bound before anything touches the data dir: a bad listener or a port in use
+        # must fail the start without leaving a new data dir behind
+        self._sockets = bind_listeners(self.listeners)
         self.metrics = BrokerMetrics()
         self.purgatory = Purgatory()
         self.bound_ports: list[int] = []
@@ -85,7 +84,7 @@ class Broker:
     async def serve(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Bind the listeners, join the cluster (or start the cluster of one), serve
         until stop() or a signal, then shut down cleanly."""
-        sockets = [bind_listener(listener) for listener in self.listeners]
+        sockets = self._sockets
         self.bound_ports = [s.getsockname()[1] for s in sockets]
         backend = open_backend(self.config)
         logs: LogManager | None = None
@@ -167,22 +166,14 @@ class Broker:
                     log.info("unregistering from the coordination store: %s", exc)
 
     def _registration(self) -> BrokerRegistration:
-        """/brokers/ids/<id>: this broker's advertised listeners (port 0: the bound one)."""
-        endpoints = []
-        for item, bound in zip(self.advertised, self.bound_ports + [0] * len(self.advertised),
-                               strict=False):
-            host = item.host or socket.getfqdn()
-            endpoints.append((item.name, host, item.port or bound))
-        protocols = {item.name: item.name for item in self.advertised}
-        raw_map = self.config.given.get("listener.security.protocol.map") \
-            if hasattr(self.config, "given") else None
-        if raw_map:
-            for pair in str(raw_map).split(","):
-                name, _, protocol = pair.partition(":")
-                if name.strip():
-                    protocols[name.strip().upper()] = protocol.strip().upper()
-        return BrokerRegistration.create(endpoints, security_protocols=protocols,
-                                         rack=self.config.given.get("broker.rack"))
+        """/brokers/ids/<id>: this broker's advertised listeners (port 0: the bound one)
+        with their security protocols, and its rack."""
+        bound = self.bound_ports + [0] * len(self.advertised)
+        endpoints = [(item.name, item.host or socket.getfqdn(), item.port or port)
+                     for item, port in zip(self.advertised, bound, strict=False)]
+        return BrokerRegistration.create(
+            endpoints, security_protocols={i.name: i.security_protocol for i in self.advertised},
+            rack=self.config["broker.rack"])
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

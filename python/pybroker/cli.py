@@ -1,17 +1,39 @@
-"""`pybroker` command line: `pybroker serve [server.properties] [--override k=v]...`."""
+"""`pybroker` command line: `pybroker serve [server.properties] [--override k=v]...`
+and Kafka's tools as subcommands.
+
+A mistake in how the broker is started (a bad config value, a malformed or
+unsupported listener, a port in use, a bad --log-level) ends the start with one
+line on stderr and a non-zero status, no traceback, and no data directory left
+behind that this start created."""
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import pkgutil
+import shutil
 import sys
+from collections.abc import Iterable
+from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from pybroker.config import BrokerConfig, ConfigError
 
+if TYPE_CHECKING:
+    from pybroker.broker import Broker
+
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+#: --log-level names (log4j's WARN and FATAL too, as Kafka's scripts take them)
+LOG_LEVELS = {"DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+              "WARNING": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL,
+              "CRITICAL": logging.CRITICAL}
+#: exit status of a start refused for its configuration (argparse's usage status)
+EXIT_CONFIG = 2
+#: exit status of a start that failed for another reason (a port in use, a data dir)
+EXIT_STARTUP = 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,11 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("properties", nargs="?", help="server.properties file (Kafka's names)")
     serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="set a config key, overriding the properties file")
-    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARN, ERROR")
     serve.set_defaults(run=serve_command)
     for tool in discover_tools():
         sub = commands.add_parser(tool.COMMAND, help=tool.HELP, description=tool.HELP)
         tool.add_arguments(sub)
+        sub.add_argument("--log-level", default=None,
+                         help="show log lines of this level and above, the Kafka client's "
+                              "too (default: warnings, client lines hidden)")
         sub.set_defaults(run=tool.run)
     return parser
 
@@ -49,14 +74,80 @@ def serve_command(args: argparse.Namespace) -> int:
     try:
         config = BrokerConfig.load(args.properties, args.override)
     except (ConfigError, OSError) as exc:
-        print(f"pybroker: {exc}", file=sys.stderr)
-        return 2
-    broker = Broker(config)
+        return _refuse(exc, EXIT_CONFIG)
+    config.log_unknown()
+    created = _missing_dirs(config.log_dirs)
     try:
-        anyio.run(broker.serve, backend="asyncio", backend_options=_backend_options())
+        broker = Broker(config)
+        broker.startup()
+    except (ConfigError, OSError) as exc:
+        _remove(created)
+        return _refuse(exc, EXIT_CONFIG if isinstance(exc, ConfigError) else EXIT_STARTUP)
+    started: list[bool] = []
+    failure = None
+    try:
+        anyio.run(_serve, broker, started, backend="asyncio",
+                  backend_options=_backend_options())
     except KeyboardInterrupt:
         pass
+    except Exception as exc:
+        failure = None if started else _startup_failure(exc)
+        if failure is None:
+            raise
+    finally:
+        broker.shutdown()
+    if failure is not None:
+        _remove(created)
+        if isinstance(failure, OSError) and failure.errno == errno.EADDRINUSE:
+            # the listeners are bound already: the port in use is the metrics endpoint's
+            failure = OSError(f"metrics.port {config['metrics.port']}: {failure.strerror}")
+        return _refuse(failure, EXIT_STARTUP)
     return 0
+
+
+async def _serve(broker: Broker, started: list[bool]) -> None:
+    """broker.serve, noting when it has started (so a failure before that is a failed
+    start: the metrics port in use, say)."""
+    import anyio
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(broker.serve)
+        started.append(True)
+
+
+def _refuse(exc: BaseException, status: int) -> int:
+    print(f"pybroker: {exc}", file=sys.stderr)
+    return status
+
+
+def _startup_failure(exc: BaseException) -> OSError | ConfigError | None:
+    """The OSError or ConfigError behind `exc`, looking inside exception groups."""
+    if isinstance(exc, (OSError, ConfigError)):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):
+        found = _startup_failure(inner)
+        if found is not None:
+            return found
+    return None
+
+
+def _missing_dirs(paths: Iterable[str]) -> list[Path]:
+    """For each data dir that does not exist yet, its topmost missing ancestor: what a
+    start creates, and all it may remove again if the start fails."""
+    missing = []
+    for raw in paths:
+        path = Path(raw).absolute()
+        if path.exists():
+            continue
+        while not path.parent.exists():
+            path = path.parent
+        missing.append(path)
+    return missing
+
+
+def _remove(created: list[Path]) -> None:
+    for path in created:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _backend_options() -> dict[str, object]:
@@ -69,8 +160,20 @@ def _backend_options() -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    level = getattr(args, "log_level", "WARNING")
-    logging.basicConfig(level=level.upper(), format=LOG_FORMAT, stream=sys.stderr)
+    explicit = args.log_level is not None
+    name = (args.log_level or "WARNING").upper()
+    level = LOG_LEVELS.get(name)
+    if level is None:
+        print(f"pybroker: invalid --log-level '{args.log_level}': use one of DEBUG, INFO, "
+              "WARN, ERROR", file=sys.stderr)
+        return EXIT_CONFIG
+    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
+    if args.command != "serve":
+        from pybroker.tools._common import CLIENT_LOGGER
+
+        # the Kafka client's own lines (a failed connect, every retry) stay hidden
+        # unless asked for: the tool reports a failure itself, in one line
+        CLIENT_LOGGER.setLevel(level if explicit else logging.CRITICAL)
     return int(args.run(args))
 
 

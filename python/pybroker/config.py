@@ -8,11 +8,15 @@ config and DescribeConfigs can show where a value came from."""
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 LONG_MAX = 9223372036854775807
 INT_MAX = 2147483647
@@ -68,8 +72,13 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     # --- server identity and network ---
     _k("broker.id", T.INT, 0, "The id of this broker."),
     _k("node.id", T.INT, -1, "KRaft name of broker.id; used when broker.id is unset."),
+    _k("broker.rack", T.STRING, None, "The broker's rack, for rack-aware replica placement."),
     _k("listeners", T.STRING, "PLAINTEXT://127.0.0.1:9092", "Addresses the broker listens on."),
     _k("advertised.listeners", T.STRING, None, "Addresses given to clients; default listeners."),
+    # --- listener security (issue 11): only PLAINTEXT is served; the others refuse to start ---
+    _k("listener.security.protocol.map", T.STRING,
+       "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+       "Listener name -> security protocol (NAME:PROTOCOL,...)."),
     _k("socket.request.max.bytes", T.INT, 104857600, "Largest request frame accepted.",
        minimum=1),
     _k("socket.send.buffer.bytes", T.INT, 102400, "SO_SNDBUF of client sockets (-1: OS)."),
@@ -254,7 +263,7 @@ class BrokerConfig:
 
     def __init__(self, given: Mapping[str, str] | None = None) -> None:
         self.given: dict[str, Any] = {}
-        #: keys Kafka knows that pybroker does not use are kept, so they can be shown
+        #: keys not in the table (Kafka keys pybroker ignores, typos) are kept and logged
         self.unknown: dict[str, str] = {}
         for name, raw in (given or {}).items():
             key = BY_NAME.get(name)
@@ -272,6 +281,15 @@ class BrokerConfig:
             name, value = item.split("=", 1)
             props[name.strip()] = value.strip()
         return cls(props)
+
+    def log_unknown(self) -> None:
+        """Warn once per key the table does not have (a typo such as `listener=` would
+        otherwise fall back to a default unnoticed); Kafka accepts and logs them too."""
+        for name in sorted(self.unknown):
+            close = difflib.get_close_matches(name, BY_NAME, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            log.warning("The configuration '%s' was supplied but isn't a known config.%s",
+                        name, hint)
 
     def __getitem__(self, name: str) -> Any:
         if name in self.given:

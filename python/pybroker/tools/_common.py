@@ -4,11 +4,18 @@ progress line for terminals.
 The tools are Kafka clients (confluent-kafka / librdkafka), so they drive stock
 Kafka as well as pybroker. Kafka's Java client property names are passed to
 librdkafka as they are (most are the same); the few that only mean something to
-the Java client (serializers, interceptors) are dropped."""
+the Java client (serializers, interceptors) are dropped.
+
+A tool pointed at a broker that is not there gives up after its timeout with one
+line saying so: librdkafka's own log lines (a `%3|...|FAIL|` line per retry) go
+to a logger that is silent unless `--log-level` asks for them, and its error
+events are kept (`Reach`) to say what the client ran into."""
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import logging
 import sys
 import time
 from collections.abc import Iterable
@@ -24,6 +31,20 @@ JAVA_ONLY_PROPERTIES = frozenset({
 
 #: seconds between progress line redraws
 PROGRESS_INTERVAL_S = 0.5
+
+#: how long a tool waits for the brokers (per admin call, per record delivery) unless
+#: told otherwise: the request.timeout.ms of Kafka's admin client and producer
+DEFAULT_TIMEOUT_MS = 30000
+#: Java client property naming a tool's per-call timeout (librdkafka does not know it)
+TIMEOUT_PROPERTY = "default.api.timeout.ms"
+#: slack given to a future's own wait beyond the client's timeout, so that the client's
+#: error (with its reason) arrives before the wait gives up
+FUTURE_GRACE_S = 5.0
+
+#: where librdkafka's log lines go: silent by default (cli.main lowers the level when
+#: --log-level is given)
+CLIENT_LOGGER = logging.getLogger("pybroker.tools.client")
+CLIENT_LOGGER.setLevel(logging.CRITICAL)
 
 
 class ToolError(Exception):
@@ -71,20 +92,128 @@ def read_properties(path: str | None) -> dict[str, str]:
     return props
 
 
-def client_config(bootstrap: str | None, *sources: dict[str, str]) -> dict[str, str]:
-    """librdkafka config from property dicts (later ones win) and the bootstrap servers."""
-    config: dict[str, str] = {}
+class Reach:
+    """A tool's wait for its brokers: how long (`timeout_ms`), and, as the client's
+    error_cb, the last connection error it saw, for the line printed on giving up."""
+
+    def __init__(self, bootstrap: str, timeout_ms: int) -> None:
+        self.bootstrap = bootstrap
+        self.timeout_ms = timeout_ms
+        self.last_error: str | None = None
+        #: a broker answered connect(): a later timeout is a slow broker, not a missing one
+        self.reached = False
+
+    @property
+    def timeout_s(self) -> float:
+        return self.timeout_ms / 1000
+
+    def __call__(self, error: Any) -> None:
+        ck = require_client()
+        # "1/1 brokers are down" says less than the connect failure that caused it
+        if error.code() != ck.KafkaError._ALL_BROKERS_DOWN or self.last_error is None:
+            self.last_error = error.str()
+
+    def failure(self) -> ToolError:
+        why = f" (last error: {self.last_error})" if self.last_error else ""
+        if self.reached:
+            return ToolError(f"no answer from the brokers at {self.bootstrap} within "
+                             f"{self.timeout_ms} ms{why}")
+        return ToolError(f"no broker reachable at {self.bootstrap} within "
+                         f"{self.timeout_ms} ms{why}")
+
+    def unreachable(self, exc: BaseException) -> bool:
+        """Whether a client exception means no broker answered in time."""
+        if isinstance(exc, (TimeoutError, concurrent.futures.TimeoutError)):
+            return True
+        ck = require_client()
+        error = exc.args[0] if exc.args else None
+        code = error.code() if isinstance(error, ck.KafkaError) else None
+        return code in (ck.KafkaError._TRANSPORT, ck.KafkaError._TIMED_OUT,
+                        ck.KafkaError._ALL_BROKERS_DOWN, ck.KafkaError._RESOLVE)
+
+    def connect(self, client: Any) -> None:
+        """Wait until a broker answers a metadata request, or raise `failure()`."""
+        ck = require_client()
+        try:
+            client.list_topics(timeout=self.timeout_s)
+        except ck.KafkaException as exc:
+            # serve the error events queued meanwhile (this client is not consuming yet)
+            client.poll(0)
+            if self.unreachable(exc):
+                raise self.failure() from None
+            raise ToolError(kafka_message(exc)) from None
+        self.reached = True
+
+    def result(self, future: Any) -> Any:
+        """A client future's result; an unreachable broker becomes `failure()`."""
+        try:
+            return future.result(timeout=self.timeout_s + FUTURE_GRACE_S)
+        except Exception as exc:
+            if self.unreachable(exc):
+                raise self.failure() from None
+            raise
+
+
+def kafka_message(exc: BaseException) -> str:
+    """The message of a KafkaException's error (as Kafka prints the cause's message)."""
+    error = exc.args[0] if exc.args else None
+    text = getattr(error, "str", None)
+    return text() if callable(text) else str(exc)
+
+
+def client_config(bootstrap: str | None, *sources: dict[str, str],
+                  timeout_ms: int | None = None) -> dict[str, Any]:
+    """librdkafka config from property dicts (later ones win) and the bootstrap servers,
+    with the client's log lines routed to CLIENT_LOGGER and its errors to a `Reach`
+    (see `reach()`). Its timeout is `timeout_ms`, else the properties'
+    default.api.timeout.ms, else DEFAULT_TIMEOUT_MS."""
+    config: dict[str, Any] = {}
     for source in sources:
         config.update(source)
+    given_timeout = config.pop(TIMEOUT_PROPERTY, None)
     for key in JAVA_ONLY_PROPERTIES & config.keys():
         del config[key]
     if bootstrap:
         config["bootstrap.servers"] = bootstrap
-    # librdkafka's informational lines (level 6) would mix into Kafka's output
-    config.setdefault("log_level", "5")
     if not config.get("bootstrap.servers"):
         raise ToolError("--bootstrap-server is required")
+    if timeout_ms is None:
+        try:
+            timeout_ms = int(given_timeout) if given_timeout is not None else DEFAULT_TIMEOUT_MS
+        except ValueError as exc:
+            raise ToolError(f"invalid {TIMEOUT_PROPERTY} '{given_timeout}'") from exc
+    config["logger"] = CLIENT_LOGGER
+    config["error_cb"] = Reach(config["bootstrap.servers"], timeout_ms)
     return config
+
+
+def with_delivery_timeout(config: dict[str, Any]) -> dict[str, Any]:
+    """A producer config whose records fail (instead of waiting librdkafka's 5 minutes)
+    when no broker acknowledges them within the tool's timeout, unless the properties
+    set a delivery timeout themselves."""
+    if not {"delivery.timeout.ms", "message.timeout.ms"} & config.keys():
+        config["message.timeout.ms"] = str(reach(config).timeout_ms)
+    return config
+
+
+def delivery_error(config: dict[str, Any], error: Any) -> str:
+    """A failed delivery's error, with the connection error behind a timeout."""
+    ck = require_client()
+    text: str = error.str()
+    last = reach(config).last_error
+    if error.code() == ck.KafkaError._MSG_TIMED_OUT:
+        timeout = config.get("message.timeout.ms") or config.get("delivery.timeout.ms")
+        text += f" after {timeout} ms"
+        if last:
+            text += f" (last error: {last})"
+    return text
+
+
+def reach(config: dict[str, Any]) -> Reach:
+    """The `Reach` of a config made by client_config."""
+    found = config["error_cb"]
+    assert isinstance(found, Reach)
+    return found
 
 
 def add_bootstrap(parser: argparse.ArgumentParser, required: bool = True) -> None:

@@ -19,7 +19,9 @@ from typing import Any, BinaryIO
 from pybroker.tools._common import (
     ToolError,
     client_config,
+    kafka_message,
     parse_pairs,
+    reach,
     read_properties,
     require_client,
 )
@@ -29,7 +31,6 @@ HELP = "print records of a topic (kafka-console-consumer.sh)"
 
 POLL_BATCH = 500
 POLL_TIMEOUT_S = 0.1
-METADATA_TIMEOUT_S = 10.0
 TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
 
 
@@ -51,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--consumer-property", action="append", default=[],
                         metavar="KEY=VALUE", help="a consumer config")
     parser.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
-                        help="consumer properties file")
+                        help="consumer properties file (default.api.timeout.ms: how long to "
+                             "wait for a broker, default 30000)")
     parser.add_argument("--isolation-level", default=None,
                         help="read_committed or read_uncommitted")
 
@@ -104,7 +106,7 @@ class MessageFormatter:
 
 
 def _assignment(ck: Any, consumer: Any, args: argparse.Namespace,
-                deadline: float | None) -> list[Any]:
+                deadline: float | None, metadata_timeout_s: float) -> list[Any]:
     """TopicPartitions with start offsets for assign mode (waits for the topic)."""
     if args.offset is not None and args.partition is None:
         raise ToolError("The partition is required when offset is specified.")
@@ -119,7 +121,7 @@ def _assignment(ck: Any, consumer: Any, args: argparse.Namespace,
             raise ToolError(f"The provided offset value '{args.offset}' is incorrect. Valid "
                             "values are 'earliest', 'latest', or a non-negative long.") from exc
     while True:
-        topic = consumer.list_topics(args.topic, timeout=METADATA_TIMEOUT_S).topics.get(
+        topic = consumer.list_topics(args.topic, timeout=metadata_timeout_s).topics.get(
             args.topic)
         if topic is not None and topic.error is None and topic.partitions:
             break
@@ -156,6 +158,13 @@ def run(args: argparse.Namespace) -> int:
     except ToolError as exc:
         print(f"ERROR {exc}", file=sys.stderr)
         return 1
+    try:
+        # Kafka's consumer would wait for a broker forever; this one gives up in time
+        reach(config).connect(consumer)
+    except ToolError as exc:
+        print(f"ERROR {exc}", file=sys.stderr)
+        consumer.close()
+        return 1
     out: BinaryIO = sys.stdout.buffer
     count = 0
     status = 0
@@ -166,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
             consumer.subscribe([args.topic])
         else:
             deadline = last + timeout_s if timeout_s is not None else None
-            consumer.assign(_assignment(ck, consumer, args, deadline))
+            consumer.assign(_assignment(ck, consumer, args, deadline, reach(config).timeout_s))
         while args.max_messages is None or count < args.max_messages:
             want = POLL_BATCH if args.max_messages is None else min(
                 POLL_BATCH, args.max_messages - count)
@@ -190,7 +199,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"ERROR {exc}", file=sys.stderr)
         status = 1
     except ck.KafkaException as exc:
-        print(f"ERROR Error processing message, terminating consumer process: {exc}",
+        print("ERROR Error processing message, terminating consumer process: "
+              f"{kafka_message(exc)}",
               file=sys.stderr)
         status = 1
     except KeyboardInterrupt:

@@ -13,9 +13,11 @@ from typing import Any
 from pybroker.tools._common import (
     ToolError,
     client_config,
+    delivery_error,
     parse_pairs,
     read_properties,
     require_client,
+    with_delivery_timeout,
 )
 
 COMMAND = "console-producer"
@@ -35,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--producer-property", action="append", default=[],
                         metavar="KEY=VALUE", help="a producer config")
     parser.add_argument("--producer.config", dest="producer_config", metavar="FILE",
-                        help="producer properties file")
+                        help="producer properties file (delivery.timeout.ms: how long a "
+                             "record may wait for its broker, default 30000)")
     parser.add_argument("--request-required-acks", default=None,
                         help="acks (default -1, all)")
     parser.add_argument("--compression-codec", nargs="?", const="gzip", default=None,
@@ -75,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
             extra["acks"] = str(args.request_required_acks)
         if args.compression_codec:
             extra["compression.type"] = args.compression_codec
-        config = client_config(args.bootstrap_server, extra,
-                               read_properties(args.producer_config),
-                               parse_pairs(args.producer_property))
+        config = with_delivery_timeout(client_config(
+            args.bootstrap_server, extra, read_properties(args.producer_config),
+            parse_pairs(args.producer_property)))
         producer = ck.Producer(config)
     except ToolError as exc:
         print(f"ERROR {exc}", file=sys.stderr)
@@ -92,10 +95,10 @@ def run(args: argparse.Namespace) -> int:
             failures += 1
             key = msg.key()
             value = msg.value()
-            print(f"Error when sending message to topic {topic} with key: "
+            print(f"ERROR Error when sending message to topic {topic} with key: "
                   f"{'null' if key is None else f'{len(key)} bytes'}, value: "
                   f"{'null' if value is None else f'{len(value)} bytes'} with error: "
-                  f"{err.str()}", file=sys.stderr)
+                  f"{delivery_error(config, err)}", file=sys.stderr)
 
     status = 0
     try:

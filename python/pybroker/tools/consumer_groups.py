@@ -15,18 +15,24 @@ import datetime as dt
 import sys
 from typing import Any
 
+from pybroker.tools._common import (
+    ToolError,
+    client_config,
+    kafka_message,
+    reach,
+    read_properties,
+    require_client,
+)
+
 COMMAND = "consumer-groups"
 HELP = "list, describe, reset offsets of, or delete consumer groups (kafka-consumer-groups.sh)"
 
-TIMEOUT_S = 30.0
+#: Kafka's --timeout default (ms): each admin call's wait, for an unreachable broker too
+TIMEOUT_MS = 5000
 DESCRIBE_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
                     "CONSUMER-ID", "HOST", "CLIENT-ID")
 RESET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
 INACTIVE_STATES = ("EMPTY", "DEAD", "UNKNOWN")
-
-
-class ToolError(Exception):
-    pass
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,18 +61,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="show the new offsets only")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
-    parser.add_argument("--timeout", type=float, default=TIMEOUT_S, metavar="SECONDS")
+    parser.add_argument("--timeout", type=int, default=TIMEOUT_MS, metavar="MS",
+                        help=f"how long each request may wait, in ms (default {TIMEOUT_MS})")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="properties file of configs for the admin client and consumer")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        import confluent_kafka  # noqa: F401
-    except ImportError:
-        print("consumer-groups needs confluent-kafka: pip install confluent-kafka",
-              file=sys.stderr)
-        return 1
-    try:
-        tool = GroupTool(args.bootstrap_server, args.timeout)
+        require_client()
+        tool = GroupTool(client_config(args.bootstrap_server,
+                                       read_properties(args.command_config),
+                                       timeout_ms=args.timeout))
         if args.list:
             for group in tool.list_groups():
                 print(group)
@@ -91,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
         return reset(tool, args, groups)
     except ToolError as exc:
         print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a KafkaException from the client
+        print(f"Error: Executing consumer group command failed due to {kafka_message(exc)}",
+              file=sys.stderr)
         return 1
 
 
@@ -143,23 +153,23 @@ def print_table(rows: list[tuple[Any, ...]], columns: tuple[str, ...]) -> None:
 
 
 class GroupTool:
-    def __init__(self, bootstrap: str, timeout: float) -> None:
+    def __init__(self, config: dict[str, Any]) -> None:
         from confluent_kafka.admin import AdminClient
 
-        self.bootstrap = bootstrap
-        self.timeout = timeout
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
+        self.config = config
+        self.reach = reach(config)
+        self.timeout = self.reach.timeout_s
+        self.admin = AdminClient(config)
+        self.reach.connect(self.admin)
 
     def _consumer(self) -> Any:
         from confluent_kafka import Consumer
 
-        return Consumer({"bootstrap.servers": self.bootstrap,
-                         "group.id": "pybroker-consumer-groups-tool",
+        return Consumer({**self.config, "group.id": "pybroker-consumer-groups-tool",
                          "enable.auto.commit": False})
 
     def list_groups(self) -> list[str]:
-        result = self.admin.list_consumer_groups(request_timeout=self.timeout).result(
-            timeout=self.timeout)
+        result = self.reach.result(self.admin.list_consumer_groups(request_timeout=self.timeout))
         if result.errors:
             raise ToolError(str(result.errors[0]))
         return sorted(g.group_id for g in result.valid)
@@ -167,16 +177,18 @@ class GroupTool:
     def _description(self, group: str) -> Any:
         futures = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)
         try:
-            return futures[group].result(timeout=self.timeout)
+            return self.reach.result(futures[group])
+        except ToolError:
+            raise
         except Exception as exc:
-            raise ToolError(f"describing group {group} failed: {exc}") from exc
+            raise ToolError(f"describing group {group} failed: {kafka_message(exc)}") from exc
 
     def _committed(self, group: str) -> dict[tuple[str, int], int]:
         from confluent_kafka import ConsumerGroupTopicPartitions
 
         futures = self.admin.list_consumer_group_offsets(
             [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout)
-        result = futures[group].result(timeout=self.timeout)
+        result = self.reach.result(futures[group])
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or []
                 if tp.offset >= 0}
 
@@ -219,12 +231,12 @@ class GroupTool:
         results: list[tuple[str, str | None]] = []
         for group in groups:
             try:
-                futures[group].result(timeout=self.timeout)
+                self.reach.result(futures[group])
                 results.append((group, None))
+            except ToolError:
+                raise
             except Exception as exc:
-                error = exc.args[0] if exc.args else exc
-                describe = getattr(error, "str", None)
-                results.append((group, describe() if callable(describe) else str(error)))
+                results.append((group, kafka_message(exc)))
         return results
 
     def _log_end(self, consumer: Any, topic: str, partition: int) -> int | None:
@@ -274,7 +286,7 @@ class GroupTool:
                 group, [TopicPartition(t, p, o) for (t, p), o in sorted(new.items())])
             futures = self.admin.alter_consumer_group_offsets([request],
                                                              request_timeout=self.timeout)
-            result = futures[group].result(timeout=self.timeout)
+            result = self.reach.result(futures[group])
             errors = [tp for tp in result.topic_partitions if tp.error]
             if errors:
                 raise ToolError(f"resetting {errors[0].topic}-{errors[0].partition} failed: "

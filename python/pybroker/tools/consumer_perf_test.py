@@ -25,7 +25,9 @@ from pybroker.tools._common import (
     ToolError,
     bar,
     client_config,
+    kafka_message,
     parse_pairs,
+    reach,
     read_properties,
     require_client,
 )
@@ -39,7 +41,6 @@ DETAILED_HEADER = ("time, threadId, data.consumed.in.MB, MB.sec, data.consumed.i
                    "nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
 POLL_BATCH = 1000
 POLL_TIMEOUT_S = 0.1
-METADATA_TIMEOUT_S = 10.0
 MB = 1024.0 * 1024.0
 
 
@@ -92,8 +93,9 @@ class Result:
                 f"{mb / fetch_s:.4f}, {self.messages / fetch_s:.4f}")
 
 
-def _assign_all(ck: Any, consumer: Any, topic: str, from_latest: bool) -> None:
-    metadata = consumer.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics.get(topic)
+def _assign_all(ck: Any, consumer: Any, topic: str, from_latest: bool,
+                timeout_s: float) -> None:
+    metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
     if metadata is None or metadata.error is not None or not metadata.partitions:
         raise ToolError(f"topic {topic} does not exist or has no partitions")
     start = ck.OFFSET_END if from_latest else ck.OFFSET_BEGINNING
@@ -119,9 +121,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"ERROR {exc}", file=sys.stderr)
         return 1
     try:
-        result = consume(ck, consumer, args)
+        reach(config).connect(consumer)
+        result = consume(ck, consumer, args, reach(config).timeout_s)
     except ToolError as exc:
         print(f"ERROR {exc}", file=sys.stderr)
+        return 1
+    except ck.KafkaException as exc:
+        print(f"ERROR {kafka_message(exc)}", file=sys.stderr)
         return 1
     finally:
         consumer.close()
@@ -133,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def consume(ck: Any, consumer: Any, args: argparse.Namespace) -> Result:
+def consume(ck: Any, consumer: Any, args: argparse.Namespace, timeout_s: float) -> Result:
     progress = Progress()
     join_ms = 0.0
     join_start = time.time() * 1000
@@ -148,7 +154,7 @@ def consume(ck: Any, consumer: Any, args: argparse.Namespace) -> Result:
     if args.group:
         consumer.subscribe([args.topic], on_assign=on_assign)
     else:
-        _assign_all(ck, consumer, args.topic, args.from_latest)
+        _assign_all(ck, consumer, args.topic, args.from_latest, timeout_s)
     if args.show_detailed_stats and not args.hide_header:
         print(DETAILED_HEADER)
     messages = size = 0

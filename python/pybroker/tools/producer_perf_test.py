@@ -28,9 +28,11 @@ from pybroker.tools._common import (
     ToolError,
     bar,
     client_config,
+    delivery_error,
     parse_pairs,
     read_properties,
     require_client,
+    with_delivery_timeout,
 )
 
 COMMAND = "producer-perf-test"
@@ -170,17 +172,20 @@ def payloads(args: argparse.Namespace) -> list[bytes]:
 def run(args: argparse.Namespace) -> int:
     try:
         ck = require_client()
-        config = client_config(args.bootstrap_server, read_properties(args.producer_config),
-                               parse_pairs(args.producer_props, "producer property"))
+        config = with_delivery_timeout(client_config(
+            args.bootstrap_server, read_properties(args.producer_config),
+            parse_pairs(args.producer_props, "producer property")))
         producer = ck.Producer(config)
         items = payloads(args)
     except ToolError as exc:
         print(f"ERROR {exc}", file=sys.stderr)
         return 1
-    return produce_all(producer, args, items)
+    return produce_all(producer, args, items,
+                       describe_error=lambda err: delivery_error(config, err))
 
 
-def produce_all(producer: Any, args: argparse.Namespace, items: list[bytes]) -> int:
+def produce_all(producer: Any, args: argparse.Namespace, items: list[bytes],
+                describe_error: Callable[[Any], str] = lambda err: str(err.str())) -> int:
     progress = Progress()
     stats = Stats(args.num_records, sys.stdout,
                   reporting_interval_ms=args.reporting_interval, before_print=progress.clear)
@@ -193,7 +198,7 @@ def produce_all(producer: Any, args: argparse.Namespace, items: list[bytes]) -> 
         if err is not None:
             errors += 1
             if not first_error:
-                first_error.append(err.str())
+                first_error.append(describe_error(err))
             return
         latency = msg.latency()
         stats.record(int((latency or 0.0) * 1000), len(msg.value()))
@@ -203,6 +208,8 @@ def produce_all(producer: Any, args: argparse.Namespace, items: list[bytes]) -> 
     single = items[0] if len(items) == 1 else None
     try:
         for i in range(args.num_records):
+            if errors and not stats.count:
+                break  # nothing gets through (no broker, say): more records only wait too
             pause = throttler.wait(i, time.monotonic())
             if pause > 0:
                 producer.poll(pause)

@@ -16,10 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pybroker.tools._common import (
+    Reach,
     ToolError,
     add_bootstrap,
     client_config,
+    kafka_message,
     parse_pairs,
+    reach,
     read_properties,
     require_client,
 )
@@ -27,14 +30,14 @@ from pybroker.tools._common import (
 COMMAND = "topics"
 HELP = "create, list, describe, alter or delete topics (kafka-topics.sh)"
 
-REQUEST_TIMEOUT_S = 30.0
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap(parser)
     parser.add_argument("--command-config", metavar="FILE",
-                        help="properties file of AdminClient configs")
+                        help="properties file of AdminClient configs "
+                             "(default.api.timeout.ms: how long to wait, default 30000)")
     actions = parser.add_mutually_exclusive_group(required=True)
     for name, text in (("create", "Create a new topic."), ("list", "List all available topics."),
                        ("describe", "List details for the given topics."),
@@ -62,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         ck = require_client()
         config = client_config(args.bootstrap_server, read_properties(args.command_config))
-        admin = ck.admin.AdminClient(config)
+        admin = Admin(ck.admin.AdminClient(config), reach(config))
+        admin.reach.connect(admin.client)
         if args.create:
             create(admin, args)
         elif args.list:
@@ -84,11 +88,12 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def kafka_message(exc: BaseException) -> str:
-    """The broker's message for a KafkaException (as Kafka prints the cause's message)."""
-    error = exc.args[0] if exc.args else None
-    text = getattr(error, "str", None)
-    return text() if callable(text) else str(exc)
+@dataclass
+class Admin:
+    """The AdminClient and how long its calls may wait for the brokers."""
+
+    client: Any
+    reach: Reach
 
 
 def _need_topic(args: argparse.Namespace) -> str:
@@ -97,7 +102,7 @@ def _need_topic(args: argparse.Namespace) -> str:
     return str(args.topic)
 
 
-def create(admin: Any, args: argparse.Namespace) -> None:
+def create(admin: Admin, args: argparse.Namespace) -> None:
     ck = require_client()
     name = _need_topic(args)
     configs = parse_pairs(args.config, "config")
@@ -108,9 +113,9 @@ def create(admin: Any, args: argparse.Namespace) -> None:
                             if args.replication_factor is not None else -1),
         config=configs,
     )
-    future = admin.create_topics([new], request_timeout=REQUEST_TIMEOUT_S)[name]
+    future = admin.client.create_topics([new], request_timeout=admin.reach.timeout_s)[name]
     try:
-        future.result()
+        admin.reach.result(future)
     except ck.KafkaException as exc:
         if args.if_not_exists and exc.args[0].code() == ck.KafkaError.TOPIC_ALREADY_EXISTS:
             return
@@ -118,8 +123,8 @@ def create(admin: Any, args: argparse.Namespace) -> None:
     print(f"Created topic {name}.")
 
 
-def topic_names(admin: Any, pattern: str | None, exclude_internal: bool) -> list[str]:
-    metadata = admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+def topic_names(admin: Admin, pattern: str | None, exclude_internal: bool) -> list[str]:
+    metadata = admin.client.list_topics(timeout=admin.reach.timeout_s)
     names = sorted(metadata.topics)
     if exclude_internal:
         names = [n for n in names if n not in INTERNAL_TOPICS]
@@ -132,7 +137,7 @@ def topic_names(admin: Any, pattern: str | None, exclude_internal: bool) -> list
     return names
 
 
-def _existing(admin: Any, args: argparse.Namespace) -> list[str]:
+def _existing(admin: Admin, args: argparse.Namespace) -> list[str]:
     names = topic_names(admin, args.topic, args.exclude_internal)
     if args.topic is not None and not names and not args.if_exists:
         raise ToolError(f"Topic '{args.topic}' does not exist as expected")
@@ -154,15 +159,15 @@ class TopicInfo:
     partitions: list[PartitionInfo]
 
 
-def describe_topics(admin: Any, names: list[str]) -> list[TopicInfo]:
+def describe_topics(admin: Admin, names: list[str]) -> list[TopicInfo]:
     """Topic ids and partitions: DescribeTopics where the client supports it, else Metadata."""
     ck = require_client()
     try:
-        futures = admin.describe_topics(ck.TopicCollection(names),
-                                        request_timeout=REQUEST_TIMEOUT_S)
+        futures = admin.client.describe_topics(ck.TopicCollection(names),
+                                               request_timeout=admin.reach.timeout_s)
         out = []
         for name in names:
-            desc = futures[name].result()
+            desc = admin.reach.result(futures[name])
             topic_id = str(desc.topic_id) if desc.topic_id is not None else None
             out.append(TopicInfo(name, topic_id, [
                 PartitionInfo(p.id, p.leader.id if p.leader is not None else None,
@@ -170,7 +175,7 @@ def describe_topics(admin: Any, names: list[str]) -> list[TopicInfo]:
                 for p in desc.partitions]))
         return out
     except (AttributeError, TypeError, ck.KafkaException):
-        metadata = admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+        metadata = admin.client.list_topics(timeout=admin.reach.timeout_s)
         out = []
         for name in names:
             topic = metadata.topics.get(name)
@@ -183,16 +188,16 @@ def describe_topics(admin: Any, names: list[str]) -> list[TopicInfo]:
         return out
 
 
-def topic_configs(admin: Any, names: list[str]) -> dict[str, str]:
+def topic_configs(admin: Admin, names: list[str]) -> dict[str, str]:
     """name -> `k=v,...` of the non-default configs, as kafka-topics prints them."""
     ck = require_client()
     resources = [ck.admin.ConfigResource(ck.admin.ResourceType.TOPIC, n) for n in names]
     if not resources:
         return {}
     out: dict[str, str] = {}
-    for resource, future in admin.describe_configs(
-            resources, request_timeout=REQUEST_TIMEOUT_S).items():
-        entries = future.result()
+    for resource, future in admin.client.describe_configs(
+            resources, request_timeout=admin.reach.timeout_s).items():
+        entries = admin.reach.result(future)
         out[resource.name] = ",".join(
             f"{e.name}={'' if e.value is None else e.value}"
             for e in entries.values() if not e.is_default)
@@ -203,7 +208,7 @@ def _zero_id(topic_id: str | None) -> bool:
     return not topic_id or topic_id in ("AAAAAAAAAAAAAAAAAAAAAA", "0" * 32)
 
 
-def describe(admin: Any, args: argparse.Namespace) -> None:
+def describe(admin: Admin, args: argparse.Namespace) -> None:
     names = _existing(admin, args)
     topics = sorted(describe_topics(admin, names), key=lambda t: t.name)
     configs = topic_configs(admin, [t.name for t in topics])
@@ -229,7 +234,7 @@ def describe(admin: Any, args: argparse.Namespace) -> None:
                   f"\tIsr: {','.join(map(str, p.isr))}")
 
 
-def alter(admin: Any, args: argparse.Namespace) -> None:
+def alter(admin: Admin, args: argparse.Namespace) -> None:
     ck = require_client()
     _need_topic(args)
     if args.partitions is None:
@@ -237,16 +242,18 @@ def alter(admin: Any, args: argparse.Namespace) -> None:
     names = _existing(admin, args)
     if not names:
         return
-    futures = admin.create_partitions([ck.admin.NewPartitions(n, args.partitions)
-                                       for n in names], request_timeout=REQUEST_TIMEOUT_S)
+    futures = admin.client.create_partitions(
+        [ck.admin.NewPartitions(n, args.partitions) for n in names],
+        request_timeout=admin.reach.timeout_s)
     for future in futures.values():
-        future.result()
+        admin.reach.result(future)
 
 
-def delete(admin: Any, args: argparse.Namespace) -> None:
+def delete(admin: Admin, args: argparse.Namespace) -> None:
     _need_topic(args)
     names = _existing(admin, args)
     if not names:
         return
-    for future in admin.delete_topics(names, request_timeout=REQUEST_TIMEOUT_S).values():
-        future.result()
+    for future in admin.client.delete_topics(names,
+                                             request_timeout=admin.reach.timeout_s).values():
+        admin.reach.result(future)
