@@ -310,9 +310,9 @@ impl<'a> RecordIter<'a> {
         }
         let end = body + len as usize;
         let r = &d[..end];
-        let attributes = *r
-            .get(p)
-            .ok_or_else(|| invalid("record length 0 leaves no attributes"))? as i8;
+        let attributes =
+            *r.get(p)
+                .ok_or_else(|| invalid("record length 0 leaves no attributes"))? as i8;
         p += 1;
         let timestamp_delta = read_varlong(r, &mut p)?;
         let offset_delta = read_varint(r, &mut p)?;
@@ -334,7 +334,9 @@ impl<'a> RecordIter<'a> {
             p = p
                 .checked_add(key_len as usize)
                 .filter(|e| *e <= end)
-                .ok_or_else(|| invalid(format!("header key length {key_len} runs past the record")))?;
+                .ok_or_else(|| {
+                    invalid(format!("header key length {key_len} runs past the record"))
+                })?;
             read_bytes(r, &mut p, "header value")?;
         }
         if p != end {

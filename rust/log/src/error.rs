@@ -83,7 +83,10 @@ mod tests {
     fn error_codes_match_kafka() {
         assert_eq!(LogError::Corrupt("x".into()).kafka_error_code(), 2);
         assert_eq!(LogError::InvalidRecord("x".into()).kafka_error_code(), 87);
-        assert_eq!(LogError::InvalidTimestamp("x".into()).kafka_error_code(), 32);
+        assert_eq!(
+            LogError::InvalidTimestamp("x".into()).kafka_error_code(),
+            32
+        );
         assert_eq!(
             LogError::UnsupportedCompression("x".into()).kafka_error_code(),
             76
