@@ -235,7 +235,8 @@ def test_one_bad_partition_fails_alone(broker: Broker, topic_name: str) -> None:
     create_topic(broker.bootstrap, topic_name, partitions=2)
     bad = three(record(NAME, N + 1))
     good_batch = rawclient.build_batch([Rec(b"fine")])
-    parts = [rawclient.i32(0) + rawclient.bytes_(bad), rawclient.i32(1) + rawclient.bytes_(good_batch)]
+    parts = [rawclient.i32(0) + rawclient.bytes_(bad),
+             rawclient.i32(1) + rawclient.bytes_(good_batch)]
     body_ = (rawclient.string(None) + rawclient.i16(-1) + rawclient.i32(5000)
              + rawclient.array([rawclient.string(topic_name) + rawclient.array(parts)]))
     with RawClient(broker.bootstrap) as rc:
