@@ -30,8 +30,22 @@ fn corrupt(what: &str, e: impl std::fmt::Display) -> LogError {
     LogError::Corrupt(format!("{what}: {e}"))
 }
 
-fn read_bounded(r: impl Read, what: &str, max_bytes: usize) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
+/// Initial output capacity per compressed byte, so that the output Vec is
+/// not regrown (and copied) from empty on every batch (`cargo bench --bench
+/// engine -- validate`: lz4 and zstd ~5% faster).
+const EXPANSION_GUESS: usize = 4;
+
+fn read_bounded(
+    r: impl Read,
+    what: &str,
+    compressed_len: usize,
+    max_bytes: usize,
+) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(
+        compressed_len
+            .saturating_mul(EXPANSION_GUESS)
+            .min(max_bytes),
+    );
     r.take(max_bytes as u64 + 1)
         .read_to_end(&mut out)
         .map_err(|e| corrupt(what, e))?;
@@ -86,12 +100,22 @@ fn snappy(data: &[u8], max_bytes: usize) -> Result<Vec<u8>> {
 pub fn decompress(codec: u8, data: &[u8], max_bytes: usize) -> Result<Vec<u8>> {
     match codec {
         0 => Ok(data.to_vec()),
-        1 => read_bounded(flate2::read::MultiGzDecoder::new(data), "gzip", max_bytes),
+        1 => read_bounded(
+            flate2::read::MultiGzDecoder::new(data),
+            "gzip",
+            data.len(),
+            max_bytes,
+        ),
         2 => snappy(data, max_bytes),
-        3 => read_bounded(lz4_flex::frame::FrameDecoder::new(data), "lz4", max_bytes),
+        3 => read_bounded(
+            lz4_flex::frame::FrameDecoder::new(data),
+            "lz4",
+            data.len(),
+            max_bytes,
+        ),
         4 => {
             let d = zstd::stream::read::Decoder::new(data).map_err(|e| corrupt("zstd", e))?;
-            read_bounded(d, "zstd", max_bytes)
+            read_bounded(d, "zstd", data.len(), max_bytes)
         }
         c => Err(LogError::Corrupt(format!("unknown compression codec {c}"))),
     }
