@@ -231,6 +231,16 @@ def test_edge_cases_that_are_legal(broker: Broker, topic_name: str) -> None:
         assert_accepted(rc, topic_name, reframe(good(0), 1, timestamp_ms=1_000))
 
 
+def test_a_bad_batch_refuses_the_whole_partition(broker: Broker, topic_name: str) -> None:
+    """Two batches for one partition, the second malformed: neither is written."""
+    if broker.external:
+        pytest.skip("Kafka 4.0 refuses any second batch of a produce partition")
+    create_topic(broker.bootstrap, topic_name)
+    with RawClient(broker.bootstrap) as rc:
+        both = rawclient.build_batch([Rec(b"ok")]) + three(record(NAME, N - 1))
+        assert_rejected(rc, topic_name, both, INVALID_RECORD)
+
+
 def test_one_bad_partition_fails_alone(broker: Broker, topic_name: str) -> None:
     create_topic(broker.bootstrap, topic_name, partitions=2)
     bad = three(record(NAME, N + 1))
