@@ -11,6 +11,15 @@ class CorruptRecordError(Exception):
 class InvalidRecordError(Exception):
     """A batch is well formed but breaks a rule (Kafka INVALID_RECORD, 87)."""
 
+class InvalidTimestampError(Exception):
+    """A record (or batch max) timestamp is outside [now - timestamp_before_max_ms,
+    now + timestamp_after_max_ms] on a CreateTime log, or a producer set the
+    LogAppendTime attribute (Kafka INVALID_TIMESTAMP, 32)."""
+
+class UnsupportedCompressionTypeError(Exception):
+    """A batch names a compression codec other than 0-4 (Kafka
+    UNSUPPORTED_COMPRESSION_TYPE, 76)."""
+
 class RecordTooLargeError(Exception):
     """A batch exceeds max_message_bytes (Kafka MESSAGE_TOO_LARGE, 10)."""
 
@@ -93,6 +102,9 @@ class PartitionLog:
         recovery_point: int = 0,
         clean_shutdown: bool = False,
         log_start_offset: int = 0,
+        timestamp_before_max_ms: int = 9223372036854775807,
+        timestamp_after_max_ms: int = 9223372036854775807,
+        compact: bool = False,
     ) -> None:
         """Open (creating if needed) the directory. Unless clean_shutdown, every
         segment from the one holding recovery_point on is scanned, validated and
@@ -112,7 +124,17 @@ class PartitionLog:
     def segment_count(self) -> int: ...
     def append(self, records: Buffer, leader_epoch: int, now_ms: int) -> AppendResult:
         """Validate every batch in `records` (one produce partition's bytes),
-        then append all of them or none. Assigns offsets from log_end_offset,
+        then append all of them or none. Header checks (length, magic, size,
+        CRC-32C, count) raise CorruptRecordError / InvalidRecordError /
+        RecordTooLargeError; then every record is checked as Kafka's
+        LogValidator does (rust/log/src/validate.rs): structure (lengths,
+        varint widths, headers, exact record count), offset deltas 0..n-1, no
+        control batch, transactional needs a producer id, keys on a compact
+        log -> InvalidRecordError; codec 5-7 -> UnsupportedCompressionTypeError;
+        a payload that does not decompress -> CorruptRecordError; a CreateTime
+        timestamp outside [now_ms - timestamp_before_max_ms, now_ms +
+        timestamp_after_max_ms] or a LogAppendTime batch from the producer ->
+        InvalidTimestampError. Assigns offsets from log_end_offset,
         writes base offset and leader epoch in place; with log_append_time also
         sets max timestamp to now_ms and recomputes the CRC. Rolls the active
         segment first when segment_bytes / segment_ms / a full index require.
@@ -254,6 +276,9 @@ class PartitionLog:
         segment_index_bytes: int,
         max_message_bytes: int,
         log_append_time: bool,
+        timestamp_before_max_ms: int = 9223372036854775807,
+        timestamp_after_max_ms: int = 9223372036854775807,
+        compact: bool = False,
     ) -> None:
         """Replace the settings of the open log (a topic config change); they
         apply from the next append / roll."""

@@ -109,6 +109,18 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
        topic_name="max.message.bytes", minimum=0),
     _k("log.message.timestamp.type", T.STRING, "CreateTime", "CreateTime or LogAppendTime.",
        topic_name="message.timestamp.type", choices=("CreateTime", "LogAppendTime")),
+    # KIP-937 bounds on CreateTime timestamps, checked per record on produce
+    # (rust/log/src/validate.rs); Kafka 4.0 defaults (KIP-1030 lowered after.max.ms
+    # to one hour). Kafka 4.0 removed the older symmetric
+    # log.message.timestamp.difference.max.ms (KAFKA-17997): it is not a key here
+    # either, so a broker property of that name is kept as unknown and ignored and
+    # the topic form is refused as an unknown topic config, as Kafka 4.0 does.
+    _k("log.message.timestamp.before.max.ms", T.LONG, LONG_MAX,
+       "How far in the past a CreateTime record timestamp may be.",
+       topic_name="message.timestamp.before.max.ms", minimum=0),
+    _k("log.message.timestamp.after.max.ms", T.LONG, 3600000,
+       "How far in the future a CreateTime record timestamp may be.",
+       topic_name="message.timestamp.after.max.ms", minimum=0),
     _k("log.preallocate", T.BOOLEAN, False, "Preallocate segment files.", topic_name="preallocate"),
     _k("log.segment.delete.delay.ms", T.LONG, 60000, "Delay before a deleted segment's files go.",
        topic_name="file.delete.delay.ms"),

@@ -33,9 +33,9 @@ def segment_files(data_dir: Path, topic: str, ext: str = ".log") -> list[str]:
 
 
 def produce_values(bootstrap: str, topic: str, values: list[bytes],
-                   timestamp: int | None = None) -> None:
+                   timestamp: int | None = None, key: bytes | None = None) -> None:
     p = producer(bootstrap, linger_ms=0, batch_num_messages=1)
-    records: list[dict[str, object]] = [{"value": v} for v in values]
+    records: list[dict[str, object]] = [{"value": v, "key": key} for v in values]
     if timestamp is not None:
         for r in records:
             r["timestamp"] = timestamp
@@ -118,7 +118,9 @@ def test_delete_policy_only(broker_factory: BrokerFactory, topic_name: str) -> N
     create_topic(b.bootstrap, topic_name,
                  config={"retention.ms": "1000", "cleanup.policy": "compact"})
     old = int(time.time() * 1000) - HOUR_MS
-    produce_values(b.bootstrap, topic_name, [b"x" * 100 for _ in range(30)], timestamp=old)
+    # keyed: a compacted topic refuses records without a key (Kafka's LogValidator)
+    produce_values(b.bootstrap, topic_name, [b"x" * 100 for _ in range(30)], timestamp=old,
+                   key=b"k")
     time.sleep(1.0)
     assert watermarks(b.bootstrap, topic_name) == (0, 30)
 

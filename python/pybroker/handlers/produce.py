@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 APPEND_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (_core.CorruptRecordError, ErrorCode.CORRUPT_MESSAGE),
     (_core.InvalidRecordError, ErrorCode.INVALID_RECORD),
+    (_core.InvalidTimestampError, ErrorCode.INVALID_TIMESTAMP),
+    (_core.UnsupportedCompressionTypeError, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
     (_core.RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
     (_core.OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (_core.InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH),

@@ -27,6 +27,9 @@ def log_options(config: TopicConfig) -> dict[str, object]:
         "segment_index_bytes": int(config["segment.index.bytes"]),
         "max_message_bytes": int(config["max.message.bytes"]),
         "log_append_time": config["message.timestamp.type"] == "LogAppendTime",
+        "timestamp_before_max_ms": int(config["message.timestamp.before.max.ms"]),
+        "timestamp_after_max_ms": int(config["message.timestamp.after.max.ms"]),
+        "compact": "compact" in config["cleanup.policy"],
     }
 
 

@@ -32,6 +32,18 @@ create_exception!(
 );
 create_exception!(
     pybroker._core,
+    InvalidTimestampError,
+    PyException,
+    "A record timestamp is outside the topic's allowed range (Kafka INVALID_TIMESTAMP, 32)."
+);
+create_exception!(
+    pybroker._core,
+    UnsupportedCompressionTypeError,
+    PyException,
+    "A batch names an unknown compression codec (Kafka UNSUPPORTED_COMPRESSION_TYPE, 76)."
+);
+create_exception!(
+    pybroker._core,
     RecordTooLargeError,
     PyException,
     "A batch exceeds max_message_bytes (Kafka MESSAGE_TOO_LARGE, 10)."
@@ -73,6 +85,8 @@ fn to_py_err(e: LogError) -> PyErr {
     match e {
         LogError::Corrupt(_) => CorruptRecordError::new_err(msg),
         LogError::InvalidRecord(_) => InvalidRecordError::new_err(msg),
+        LogError::InvalidTimestamp(_) => InvalidTimestampError::new_err(msg),
+        LogError::UnsupportedCompression(_) => UnsupportedCompressionTypeError::new_err(msg),
         LogError::RecordTooLarge { .. } => RecordTooLargeError::new_err(msg),
         LogError::OffsetOutOfRange { .. } => OffsetOutOfRangeError::new_err(msg),
         LogError::OutOfOrderSequence(_) => OutOfOrderSequenceError::new_err(msg),
@@ -222,7 +236,8 @@ impl PartitionLog {
     #[pyo3(signature = (
         path, *, segment_bytes=1073741824, segment_ms=604800000, index_interval_bytes=4096,
         segment_index_bytes=10485760, max_message_bytes=1048588, log_append_time=false,
-        recovery_point=0, clean_shutdown=false, log_start_offset=0
+        recovery_point=0, clean_shutdown=false, log_start_offset=0,
+        timestamp_before_max_ms=i64::MAX, timestamp_after_max_ms=i64::MAX, compact=false
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -237,6 +252,9 @@ impl PartitionLog {
         recovery_point: i64,
         clean_shutdown: bool,
         log_start_offset: i64,
+        timestamp_before_max_ms: i64,
+        timestamp_after_max_ms: i64,
+        compact: bool,
     ) -> PyResult<PartitionLog> {
         let config = LogConfig {
             segment_bytes,
@@ -245,6 +263,9 @@ impl PartitionLog {
             segment_index_bytes,
             max_message_bytes,
             log_append_time,
+            timestamp_before_max_ms,
+            timestamp_after_max_ms,
+            compact,
         };
         let state = OpenState {
             recovery_point,
@@ -445,8 +466,10 @@ impl PartitionLog {
     /// Replace the settings of the open log (a topic config change).
     #[pyo3(signature = (
         *, segment_bytes, segment_ms, index_interval_bytes, segment_index_bytes,
-        max_message_bytes, log_append_time
+        max_message_bytes, log_append_time, timestamp_before_max_ms=i64::MAX,
+        timestamp_after_max_ms=i64::MAX, compact=false
     ))]
+    #[allow(clippy::too_many_arguments)]
     fn set_config(
         &self,
         segment_bytes: u64,
@@ -455,6 +478,9 @@ impl PartitionLog {
         segment_index_bytes: u64,
         max_message_bytes: u64,
         log_append_time: bool,
+        timestamp_before_max_ms: i64,
+        timestamp_after_max_ms: i64,
+        compact: bool,
     ) {
         self.lock().set_config(LogConfig {
             segment_bytes,
@@ -463,6 +489,9 @@ impl PartitionLog {
             segment_index_bytes,
             max_message_bytes,
             log_append_time,
+            timestamp_before_max_ms,
+            timestamp_after_max_ms,
+            compact,
         });
     }
 
@@ -599,6 +628,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("CorruptRecordError", py.get_type::<CorruptRecordError>())?;
     m.add("InvalidRecordError", py.get_type::<InvalidRecordError>())?;
+    m.add(
+        "InvalidTimestampError",
+        py.get_type::<InvalidTimestampError>(),
+    )?;
+    m.add(
+        "UnsupportedCompressionTypeError",
+        py.get_type::<UnsupportedCompressionTypeError>(),
+    )?;
     m.add("RecordTooLargeError", py.get_type::<RecordTooLargeError>())?;
     m.add(
         "OffsetOutOfRangeError",

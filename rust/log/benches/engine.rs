@@ -1,6 +1,7 @@
 //! Micro-benchmarks of the log engine's hot paths (criterion):
 //! CRC-32C throughput, append throughput to the page cache, offset lookup
-//! latency (segment + sparse index + header scan) and the recovery scan.
+//! latency (segment + sparse index + header scan), the recovery scan and the
+//! record validation of a produced batch per codec (`validate.rs`).
 //!
 //! Run: `cargo bench -p pybroker-log --bench engine` (figures go to
 //! bench/RESULTS.md by hand, with the command and machine).
@@ -112,5 +113,45 @@ fn recovery(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, crc, append, lookup, recovery);
+fn validate(c: &mut Criterion) {
+    use pybroker_log::{batch, codec, validate};
+    // ~1 MiB of 1 KiB records, each half pseudo-random and half zeros (about 2:1)
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut builder = BatchBuilder::new(0, 1_700_000_000_000);
+    for _ in 0..1000 {
+        let mut value = vec![0u8; 1000];
+        for b in &mut value[..500] {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            *b = seed as u8;
+        }
+        builder.push(Record::new(1_700_000_000_000, None, Some(&value)));
+    }
+    let raw = builder.encode_records();
+    let rules = validate::Rules {
+        now_ms: 1_700_000_000_000,
+        timestamp_after_max_ms: 3_600_000,
+        ..validate::Rules::default()
+    };
+    let mut group = c.benchmark_group("validate");
+    group.throughput(Throughput::Bytes(raw.len() as u64));
+    for (name, id) in [
+        ("none", 0u8),
+        ("gzip", 1),
+        ("snappy", 2),
+        ("lz4", 3),
+        ("zstd", 4),
+    ] {
+        let records = codec::compress(id, &raw).expect("compress");
+        let one = builder.build_with_records(&records, id as i16, 1000);
+        let h = batch::check_batch(&one, usize::MAX).expect("valid batch");
+        group.bench_function(format!("1MiB_{name}"), |b| {
+            b.iter(|| validate::check_records(black_box(&one), &h, &rules).expect("valid"))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, crc, append, lookup, recovery, validate);
 criterion_main!(benches);

@@ -56,7 +56,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::batch::{self, BatchHeader, HEADER_SIZE};
-use crate::codec::{self, get_varlong, DECOMPRESSED_BYTES_MAX};
+use crate::codec::{self, RecordIter, DECOMPRESSED_BYTES_MAX};
 use crate::error::{LogError, Result};
 use crate::log::Log;
 use crate::recovery;
@@ -201,43 +201,17 @@ struct RawRecord<'a> {
 }
 
 fn raw_records<'a>(h: &BatchHeader, data: &'a [u8]) -> Result<Vec<RawRecord<'a>>> {
-    let mut out = Vec::with_capacity(h.record_count.max(0) as usize);
-    let mut pos = 0usize;
-    let bad = |m: &str| LogError::Corrupt(format!("record: {m}"));
-    for _ in 0..h.record_count {
-        let start = pos;
-        let len = get_varlong(data, &mut pos)?;
-        let end = pos
-            .checked_add(usize::try_from(len).map_err(|_| bad("negative length"))?)
-            .filter(|e| *e <= data.len())
-            .ok_or_else(|| bad("truncated"))?;
-        let r = &data[..end];
-        let mut p = pos + 1;
-        let ts_delta = get_varlong(r, &mut p)?;
-        let off_delta = get_varlong(r, &mut p)?;
-        let klen = get_varlong(r, &mut p)?;
-        let key = if klen < 0 {
-            None
-        } else {
-            let k = r.get(p..p + klen as usize).ok_or_else(|| bad("key"))?;
-            p += klen as usize;
-            Some(k)
-        };
-        let vlen = get_varlong(r, &mut p)?;
-        out.push(RawRecord {
-            bytes: &data[start..end],
-            offset: h.base_offset + off_delta,
-            timestamp: if h.is_log_append_time() {
-                h.max_timestamp
-            } else {
-                h.base_timestamp + ts_delta
-            },
-            key,
-            null_value: vlen < 0,
-        });
-        pos = end;
-    }
-    Ok(out)
+    RecordIter::new(*h, data)
+        .map(|r| {
+            r.map(|r| RawRecord {
+                bytes: r.raw,
+                offset: r.offset,
+                timestamp: r.timestamp,
+                key: r.key,
+                null_value: r.value.is_none(),
+            })
+        })
+        .collect()
 }
 
 /// Sleeps so that `bytes` over the elapsed time stays under the rate.

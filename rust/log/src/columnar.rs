@@ -4,8 +4,9 @@
 //! Input: a run of whole v2 batches as a Fetch response carries them (it may
 //! end in a partial batch, which is ignored, and may start with a batch that
 //! holds offsets before the one asked for). Every codec of `codec.rs` is
-//! handled; control batches are skipped; records outside `[start, end)` are
-//! dropped; the CRC of each batch is checked (like a consumer's check.crcs).
+//! handled (records decoded by `codec::RecordIter`, strict); control batches
+//! are skipped; records outside `[start, end)` are dropped; the CRC of each
+//! batch is checked (like a consumer's check.crcs).
 //!
 //! Output buffers follow the Arrow columnar format so Python can wrap them
 //! without copying (`pyarrow.foreign_buffer` + `Array.from_buffers`):
@@ -25,7 +26,7 @@
 //! module does no I/O.
 
 use crate::batch::{self, HEADER_SIZE};
-use crate::codec::{self, get_varlong};
+use crate::codec;
 use crate::error::{LogError, Result};
 
 /// Bound on one binary column's data buffer (Arrow i32 offsets).
@@ -111,20 +112,6 @@ impl RecordColumns {
     pub fn is_empty(&self) -> bool {
         self.offsets.is_empty()
     }
-}
-
-fn bytes_field<'a>(b: &'a [u8], pos: &mut usize) -> Result<Option<&'a [u8]>> {
-    let n = get_varlong(b, pos)?;
-    if n < 0 {
-        return Ok(None);
-    }
-    let end = pos
-        .checked_add(n as usize)
-        .filter(|e| *e <= b.len())
-        .ok_or_else(|| LogError::Corrupt("truncated record field".into()))?;
-    let s = &b[*pos..end];
-    *pos = end;
-    Ok(Some(s))
 }
 
 /// Decodes the records of the whole batches in `buf` with offsets in
@@ -257,52 +244,31 @@ fn decode_batch(
     out: &mut RecordColumns,
 ) -> Result<()> {
     let ts_type = i32::from(h.is_log_append_time());
-    let mut pos = 0usize;
-    for _ in 0..h.record_count {
-        let len = get_varlong(data, &mut pos)?;
-        let rec_end = pos
-            .checked_add(len.max(0) as usize)
-            .filter(|e| len >= 0 && *e <= data.len())
-            .ok_or_else(|| LogError::Corrupt(format!("record length {len}")))?;
-        let r = &data[..rec_end];
-        let mut p = pos + 1; // attributes
-        let ts_delta = get_varlong(r, &mut p)?;
-        let off_delta = get_varlong(r, &mut p)?;
-        let offset = h.base_offset + off_delta;
-        pos = rec_end;
-        if offset < start || offset >= end {
+    for r in codec::RecordIter::new(*h, data) {
+        let r = r?;
+        if r.offset < start || r.offset >= end {
             continue;
         }
-        let key = bytes_field(r, &mut p)?;
-        let value = bytes_field(r, &mut p)?;
-        let timestamp = if h.is_log_append_time() {
-            h.max_timestamp
-        } else {
-            h.base_timestamp + ts_delta
-        };
         if let Some(hc) = out.headers.as_mut() {
-            let count = get_varlong(r, &mut p)?;
             let row = hc.list_offsets.len() - 1;
             if row.is_multiple_of(8) {
                 hc.validity.push(0);
             }
-            if count > 0 {
-                hc.validity[row / 8] |= 1 << (row % 8);
-            } else {
+            if r.headers.is_empty() {
                 hc.null_count += 1;
+            } else {
+                hc.validity[row / 8] |= 1 << (row % 8);
             }
-            for _ in 0..count.max(0) {
-                let k = bytes_field(r, &mut p)?.unwrap_or_default();
-                let v = bytes_field(r, &mut p)?;
+            for (k, v) in r.headers.iter() {
                 hc.keys.push(Some(k));
                 hc.values.push(v);
             }
             hc.list_offsets.push(hc.keys.len() as i32);
         }
-        out.keys.push(key);
-        out.values.push(value);
-        out.offsets.push(offset);
-        out.timestamps_us.push(timestamp.saturating_mul(1000));
+        out.keys.push(r.key);
+        out.values.push(r.value);
+        out.offsets.push(r.offset);
+        out.timestamps_us.push(r.timestamp.saturating_mul(1000));
         out.timestamp_types.push(ts_type);
     }
     Ok(())

@@ -15,6 +15,14 @@ pub enum LogError {
     /// A batch is well formed but breaks a rule (INVALID_RECORD, 87).
     #[error("invalid record batch: {0}")]
     InvalidRecord(String),
+    /// A record timestamp outside the topic's allowed range, or a
+    /// LogAppendTime batch from a client (INVALID_TIMESTAMP, 32).
+    #[error("invalid timestamp: {0}")]
+    InvalidTimestamp(String),
+    /// A batch names a compression codec that does not exist
+    /// (UNSUPPORTED_COMPRESSION_TYPE, 76).
+    #[error("unsupported compression: {0}")]
+    UnsupportedCompression(String),
     /// A batch is larger than max.message.bytes (MESSAGE_TOO_LARGE, 10).
     #[error("record batch of {size} bytes exceeds the limit of {max_bytes} bytes")]
     RecordTooLarge { size: u64, max_bytes: u64 },
@@ -52,6 +60,8 @@ impl LogError {
         match self {
             LogError::Corrupt(_) => 2,
             LogError::InvalidRecord(_) => 87,
+            LogError::InvalidTimestamp(_) => 32,
+            LogError::UnsupportedCompression(_) => 76,
             LogError::RecordTooLarge { .. } => 10,
             LogError::OffsetOutOfRange { .. } => 1,
             LogError::OutOfOrderSequence(_) => 45,
@@ -73,6 +83,14 @@ mod tests {
     fn error_codes_match_kafka() {
         assert_eq!(LogError::Corrupt("x".into()).kafka_error_code(), 2);
         assert_eq!(LogError::InvalidRecord("x".into()).kafka_error_code(), 87);
+        assert_eq!(
+            LogError::InvalidTimestamp("x".into()).kafka_error_code(),
+            32
+        );
+        assert_eq!(
+            LogError::UnsupportedCompression("x".into()).kafka_error_code(),
+            76
+        );
         let e = LogError::RecordTooLarge {
             size: 2,
             max_bytes: 1,

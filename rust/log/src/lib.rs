@@ -18,6 +18,7 @@ mod replication;
 pub mod segment;
 pub mod sendfile;
 pub mod time_index;
+pub mod validate;
 
 pub use error::{LogError, Result};
 pub use log::{AppendInfo, FileSlice, Log, LogConfig, OpenState};

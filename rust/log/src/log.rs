@@ -35,6 +35,7 @@ use crate::leader_epoch::LeaderEpochCache;
 use crate::producer_state::{PendingUpdate, ProducerStateManager};
 use crate::recovery;
 use crate::segment::{PreparedBatch, Segment};
+use crate::validate;
 
 /// Per-partition settings (Kafka topic config names in snake case).
 #[derive(Debug, Clone)]
@@ -45,6 +46,11 @@ pub struct LogConfig {
     pub segment_index_bytes: u64,
     pub max_message_bytes: u64,
     pub log_append_time: bool,
+    /// message.timestamp.before.max.ms / after.max.ms (CreateTime topics).
+    pub timestamp_before_max_ms: i64,
+    pub timestamp_after_max_ms: i64,
+    /// cleanup.policy includes compact (records must have keys).
+    pub compact: bool,
 }
 
 impl Default for LogConfig {
@@ -56,6 +62,9 @@ impl Default for LogConfig {
             segment_index_bytes: 10 << 20,
             max_message_bytes: 1_048_588,
             log_append_time: false,
+            timestamp_before_max_ms: i64::MAX,
+            timestamp_after_max_ms: i64::MAX,
+            compact: false,
         }
     }
 }
@@ -260,10 +269,12 @@ impl Log {
         self.segments.values()
     }
 
-    /// Validates every batch of `records`, then appends all of them or none.
+    /// Validates every batch of `records` (header and CRC in `batch.rs`,
+    /// records in `validate.rs`), then appends all of them or none.
     pub fn append(&mut self, records: &[u8], leader_epoch: i32, now_ms: i64) -> Result<AppendInfo> {
         self.check_open()?;
         let refs = batch::validate_batches(records, self.config.max_message_bytes as usize)?;
+        validate::check_produced(records, &refs, &self.validation_rules(now_ms))?;
         let lat = self.config.log_append_time;
         let mut next = self.log_end_offset;
         let mut record_count = 0i64;
@@ -333,6 +344,18 @@ impl Log {
             batch_count: prepared.len() as i64,
             duplicate_count,
         })
+    }
+
+    /// What `append` checks records against (see `validate.rs`).
+    fn validation_rules(&self, now_ms: i64) -> validate::Rules {
+        validate::Rules {
+            now_ms,
+            log_append_time: self.config.log_append_time,
+            timestamp_before_max_ms: self.config.timestamp_before_max_ms,
+            timestamp_after_max_ms: self.config.timestamp_after_max_ms,
+            compact: self.config.compact,
+            ..validate::Rules::default()
+        }
     }
 
     /// Kafka's `LogSegment.shouldRoll` for an append of `size` bytes.
