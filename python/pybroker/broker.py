@@ -26,7 +26,7 @@ from pybroker.producer.ids import ProducerIdAllocator
 from pybroker.purgatory import Purgatory
 from pybroker.replica.fetcher import ReplicaFetcherManager
 from pybroker.replica.manager import ReplicaManager
-from pybroker.server.acceptor import accept_loop
+from pybroker.server.acceptor import ConnectionServer
 from pybroker.server.listeners import bind_listener, parse_listeners
 
 log = logging.getLogger(__name__)
@@ -85,14 +85,15 @@ class Broker:
         from pybroker.server.dispatch import Dispatcher
 
         dispatcher = Dispatcher(self.context)
+        server = ConnectionServer(self.config, dispatcher.handle_frame, self.metrics)
         sockets = [bind_listener(listener) for listener in self.listeners]
         self.bound_ports = [s.getsockname()[1] for s in sockets]
         self._register(self.bound_ports[0])
         try:
             async with anyio.create_task_group() as tg:
                 for sock in sockets:
-                    tg.start_soon(accept_loop, tg, sock, self.config, dispatcher.handle_frame,
-                                  self.metrics)
+                    tg.start_soon(server.accept_loop, tg, sock)
+                tg.start_soon(server.run)
                 tg.start_soon(self._watch_signals, tg)
                 tg.start_soon(self._checkpoint_loop)
                 tg.start_soon(self.logs.run_schedulers)
