@@ -82,7 +82,7 @@ class Connection:
             host, port = sock.getpeername()[:2]
             self.host = str(host)
             self.peer = f"{host}:{port}"
-        except OSError:
+        except (OSError, ValueError):  # reset already, or not an IP socket
             self.host = self.peer = "?"
         self.pool = pool
         self.registry = registry
