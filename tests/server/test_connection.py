@@ -137,10 +137,15 @@ def test_read_buffers_are_reused_not_reallocated() -> None:
             seen = set()
             for i in range(5):
                 await send(client, framed(b"x" * i))
-                await conn.read_frame()
-                assert conn._buf is not None
-                seen.add(id(conn._buf))
+                assert bytes(await conn.read_frame()) == b"x" * i
+                # a small last frame is copied out: the buffer is back in the cache already
+                assert conn._buf is None
+                seen.add(id(memory._free_read_buffers[-1]))
             assert len(seen) == 1
+            big = os.urandom(memory.READ_BUFFER_BYTES // 2)
+            await send(client, framed(big))
+            assert bytes(await conn.read_frame()) == big  # parsed in place
+            assert conn._buf is not None and id(conn._buf) in seen
             assert len(memory._free_read_buffers) <= memory.READ_BUFFERS_KEPT
         finally:
             conn.close()

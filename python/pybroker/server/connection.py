@@ -8,7 +8,8 @@ anyio), so record bytes read from disk go to the socket by sendfile and never
 pass through Python.
 
 Memory: a frame that fits the read-ahead buffer (64 KiB, borrowed from a shared
-cache only while bytes are buffered) is parsed from it in place. A larger frame
+cache only while bytes are buffered) is parsed from it in place (a small last
+one is copied out, so the buffer goes back while its request waits). A larger frame
 gets its own buffer, an anonymous mapping that starts at LARGE_FIRST_BYTES and
 doubles (mremap, no copy) as the bytes arrive, so a size prefix alone costs no
 memory: what a connection holds is bounded by what it actually sent. With
@@ -42,6 +43,10 @@ log = logging.getLogger(__name__)
 
 #: frames up to this size (with their 4-byte size prefix) are parsed from the read-ahead buffer
 SMALL_FRAME_BYTES = READ_BUFFER_BYTES - 4
+#: the last buffered frame up to this size is copied out, so the read-ahead buffer goes back
+#: at once instead of staying pinned while the request is handled (a long poll may wait
+#: minutes); fetch, group and metadata requests are this small, produce requests are not
+COPY_FRAME_BYTES = 4096
 #: a large frame's buffer starts at this size (or the frame's, if smaller) and doubles
 LARGE_FIRST_BYTES = 1 << 20
 #: a larger request buffer is freed after use rather than kept for the next request
@@ -95,7 +100,7 @@ class Connection:
         #: why the broker ended the connection ("idle", "peer closed"), if it did
         self.close_reason: str | None = None
         # read-ahead buffer, held only while bytes are buffered: [_start, _end) unparsed
-        self._buf: bytearray | None = None
+        self._buf: mmap.mmap | None = None
         self._start = 0
         self._end = 0
         # large frames' buffer, reused across requests up to LARGE_BUFFER_KEEP_BYTES
@@ -134,8 +139,14 @@ class Connection:
         buf = self._buf
         assert buf is not None
         start = self._start + 4
-        self._start = start + size
-        return memoryview(buf)[start : start + size]
+        end = self._start = start + size
+        if end == self._end and size <= COPY_FRAME_BYTES:
+            self._buf = None
+            self._start = self._end = 0
+            frame = buf[start:end]
+            give_read_buffer(buf)
+            return memoryview(frame)
+        return memoryview(buf)[start:end]
 
     async def _fill(self, need: int) -> None:
         """Read more bytes into the read-ahead buffer, with room for `need` bytes
