@@ -270,7 +270,7 @@ class Figures:
         wait_until(lambda: b.client_sockets() == 0 or not b.alive(), "client sockets to close")
         self.row["rss_after_mib"], self.row["fds_after"] = b.rss_mib(), b.fds()
         self.row["probe_after_ms"] = probe(b)
-        self.row["alive"] = b.alive()
+        self.row["alive"] = b.alive() and self.row["probe_after_ms"] is not None
         self.row.update(extra)
         return self.row
 
@@ -445,13 +445,23 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:
             failed = True
             print(f"{name}: {type(exc).__name__}: {exc}", file=sys.stderr)
-            rows.append({"scenario": name, "error": str(exc), "alive": b.alive()})
+            serving = probe(b) is not None
+            if not serving:  # give a dying broker the time to exit
+                try:
+                    b.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    pass
+            rows.append({"scenario": name, "error": str(exc), "serving": serving,
+                         "exit_code": b.proc.poll()})
         finally:
             b.stop()
     print_table([r for r in rows if "error" not in r])
     for r in rows:
         if "error" in r:
-            print(f"\n{r['scenario']} failed: {r['error']} (broker alive: {r['alive']})")
+            state = ("still serving" if r["serving"] else
+                     f"exited with {r['exit_code']}" if r["exit_code"] is not None
+                     else "not serving")
+            print(f"\n{r['scenario']} failed: {r['error']} (broker {state})")
     if args.json:
         args.json.write_text(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                          "overrides": args.override, "rows": rows}, indent=1))
