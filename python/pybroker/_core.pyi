@@ -81,7 +81,10 @@ class FileSlice:
     def sendfile(self, sock_fd: int, sent: int) -> int:
         """sendfile(2) bytes [sent, length) of the slice to a non-blocking socket.
         Returns how many bytes this call wrote (may be fewer than asked);
-        raises BlockingIOError if the socket would block before any byte."""
+        raises BlockingIOError if the socket would block before any byte, an
+        OSError subclass (ConnectionResetError, BrokenPipeError, TimeoutError,
+        ...) with its errno when the socket side fails (the peer reset or
+        closed the connection), and StorageError when reading the file fails."""
     def read(self) -> bytes:
         """The slice's bytes, copied (tests, small responses)."""
 

@@ -37,7 +37,7 @@ from pybroker.purgatory import Purgatory
 from pybroker.replica.fetcher import ReplicaFetcherManager
 from pybroker.replica.isr import IsrManager
 from pybroker.replica.manager import ReplicaManager
-from pybroker.server.acceptor import accept_loop
+from pybroker.server.acceptor import ConnectionServer
 from pybroker.server.listeners import bind_listeners, listener_settings
 
 log = logging.getLogger(__name__)
@@ -137,12 +137,13 @@ class Broker:
         from pybroker.server.dispatch import Dispatcher
 
         dispatcher = Dispatcher(ctx)
+        server = ConnectionServer(config, dispatcher.handle_frame, self.metrics)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(controller.run)
                 for sock in sockets:
-                    tg.start_soon(accept_loop, tg, sock, config, dispatcher.handle_frame,
-                                  self.metrics)
+                    tg.start_soon(server.accept_loop, tg, sock)
+                tg.start_soon(server.run)
                 tg.start_soon(self._watch_signals)
                 tg.start_soon(self._checkpoint_loop, logs)
                 tg.start_soon(logs.run_schedulers)

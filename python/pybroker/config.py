@@ -83,7 +83,21 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
        minimum=1),
     _k("socket.send.buffer.bytes", T.INT, 102400, "SO_SNDBUF of client sockets (-1: OS)."),
     _k("socket.receive.buffer.bytes", T.INT, 102400, "SO_RCVBUF of client sockets (-1: OS)."),
-    _k("connections.max.idle.ms", T.LONG, 600000, "Idle connections are closed after this."),
+    # connection limits and request memory (pybroker.server)
+    _k("connections.max.idle.ms", T.LONG, 600000,
+       "Close connections idle longer than this (no bytes read or written and no request "
+       "in progress); -1 never closes them."),
+    _k("max.connections", T.INT, INT_MAX,
+       "Connections allowed in the broker at any time; at the limit new connections wait "
+       "to be accepted until one closes.", minimum=0),
+    _k("max.connections.per.ip", T.INT, INT_MAX,
+       "Connections allowed from each IP address; new connections from an address at its "
+       "limit are closed. 0 only with max.connections.per.ip.overrides.", minimum=0),
+    _k("max.connections.per.ip.overrides", T.STRING, "",
+       "Per-IP or hostname overrides of max.connections.per.ip, e.g. hostName:100,127.0.0.1:200."),
+    _k("queued.max.request.bytes", T.LONG, -1,
+       "Request bytes allowed in flight before no more requests are read (reads pause); "
+       "-1 is unbounded. At least socket.request.max.bytes when set."),
     _k("zookeeper.connect", T.STRING, None, "ZooKeeper connect string; enables cluster mode."),
     _k("metrics.port", T.INT, 0,
        "Port of the Prometheus endpoint (http://<first listener host>:<port>/metrics); "

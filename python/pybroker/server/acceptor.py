@@ -1,5 +1,9 @@
-"""Accepting client connections on a listening socket and serving each one in
-its own task."""
+"""Accepting client connections on the listening sockets and serving each one in
+its own task.
+
+One bad client never takes the broker down: whatever a connection's task
+raises is logged once, with the peer, and ends that connection alone (Kafka's
+acceptor and processors catch everything for the same reason)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,9 @@ import anyio.abc
 from pybroker.config import BrokerConfig
 from pybroker.metrics import BrokerMetrics
 from pybroker.server.connection import Connection, serve_connection
+from pybroker.server.memory import RequestMemoryPool
+from pybroker.server.quotas import ConnectionQuotas
+from pybroker.server.registry import ConnectionRegistry
 
 log = logging.getLogger(__name__)
 
@@ -22,39 +29,83 @@ FrameHandler = Callable[[Connection, memoryview], Awaitable[bool]]
 ACCEPT_BACKOFF_S = 0.1
 
 
-async def accept_loop(
-    tg: anyio.abc.TaskGroup,
-    sock: socket.socket,
-    config: BrokerConfig,
-    handle_frame: FrameHandler,
-    metrics: BrokerMetrics,
-) -> None:
-    max_bytes = config["socket.request.max.bytes"]
-    while True:
+class ConnectionServer:
+    """What every listener shares: the request handler, the connection limits,
+    the request memory pool and the live connections."""
+
+    def __init__(self, config: BrokerConfig, handle_frame: FrameHandler,
+                 metrics: BrokerMetrics) -> None:
+        self.config = config
+        self.handle_frame = handle_frame
+        self.metrics = metrics
+        self.max_request_bytes: int = config["socket.request.max.bytes"]
+        self.quotas = ConnectionQuotas.from_config(config)
+        self.pool = RequestMemoryPool.from_config(config)
+        self.registry = ConnectionRegistry(config["connections.max.idle.ms"])
+
+    async def run(self) -> None:
+        """The sweeper (peer-close watches, idle connections); runs until cancelled."""
+        await self.registry.run()
+
+    async def accept_loop(self, tg: anyio.abc.TaskGroup, sock: socket.socket) -> None:
+        while True:
+            try:
+                await self.quotas.wait_for_slot()
+                await self._accept_one(tg, sock)
+            except Exception:  # never let one connection's setup end the listener
+                log.exception("accepting a connection failed")
+                await anyio.sleep(ACCEPT_BACKOFF_S)
+
+    async def _accept_one(self, tg: anyio.abc.TaskGroup, sock: socket.socket) -> None:
         try:
-            client, _ = sock.accept()
+            client, address = sock.accept()
         except BlockingIOError:
             await anyio.wait_readable(sock)
-            continue
+            return
         except OSError as exc:  # EMFILE and friends: back off, keep serving
             log.warning("accept failed: %s", exc)
             await anyio.sleep(ACCEPT_BACKOFF_S)
-            continue
-        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        size_buffers(client, config)
-        tg.start_soon(serve_client, Connection(client, max_bytes), handle_frame, metrics)
+            return
+        host = str(address[0])
+        if not self.quotas.add(host):
+            log.info("Rejected connection from %s, address already has the configured "
+                     "maximum of %d connections.", host, self.quotas.limit_for(host))
+            self.quotas.remove(host)
+            client.close()
+            return
+        try:
+            configure_socket(client, self.config)
+            conn = Connection(client, self.max_request_bytes, pool=self.pool,
+                              registry=self.registry)
+        except OSError as exc:  # the client may already have reset the connection
+            log.info("closing %s: setting up the connection failed: %s", host, exc)
+            self.quotas.remove(host)
+            client.close()
+            return
+        tg.start_soon(self.serve_client, conn, host)
+
+    async def serve_client(self, conn: Connection, host: str) -> None:
+        self.metrics.connection_opened()
+        self.registry.add(conn)
+        try:
+            with anyio.CancelScope() as scope:
+                conn.scope = scope
+                await serve_connection(conn, self.handle_frame)
+            if conn.close_reason is not None:
+                log.debug("closed %s: %s", conn.peer, conn.close_reason)
+        except Exception:
+            log.exception("closing %s: serving it failed", conn.peer)
+        finally:
+            conn.close()
+            self.registry.remove(conn)
+            self.quotas.remove(host)
+            self.metrics.connection_closed()
 
 
-async def serve_client(conn: Connection, handle_frame: FrameHandler,
-                       metrics: BrokerMetrics) -> None:
-    metrics.connection_opened()
-    try:
-        await serve_connection(conn, handle_frame)
-    finally:
-        metrics.connection_closed()
-
-
-def size_buffers(client: socket.socket, config: BrokerConfig) -> None:
+def configure_socket(client: socket.socket, config: BrokerConfig) -> None:
+    """Kafka's settings for an accepted socket: no Nagle, keepalive, buffer sizes."""
+    client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     for key, opt in (("socket.send.buffer.bytes", socket.SO_SNDBUF),
                      ("socket.receive.buffer.bytes", socket.SO_RCVBUF)):
         size = config[key]

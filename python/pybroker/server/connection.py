@@ -5,19 +5,50 @@ channel is muted until the response is written), which keeps responses in
 request order while clients pipeline up to five requests. Sockets are driven
 directly (non-blocking recv_into / send / sendfile, waiting on readiness through
 anyio), so record bytes read from disk go to the socket by sendfile and never
-pass through Python."""
+pass through Python.
+
+Memory: a frame that fits the read-ahead buffer (64 KiB, borrowed from a shared
+cache only while bytes are buffered) is parsed from it in place (a small last
+one is copied out, so the buffer goes back while its request waits). A larger frame
+gets its own buffer, an anonymous mapping that starts at LARGE_FIRST_BYTES and
+doubles (mremap, no copy) as the bytes arrive, so a size prefix alone costs no
+memory: what a connection holds is bounded by what it actually sent. With
+`queued.max.request.bytes` set, large frames also reserve their size from the
+shared pool first (see pybroker.server.memory).
+
+Whatever goes wrong on the socket (reset, broken pipe, timeout, a peer that
+closes while its request waits) ends this connection only: it surfaces as
+ConnectionClosed and the connection is closed."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import mmap
 import socket
+import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 
+from pybroker._core import StorageError
+from pybroker.server.memory import READ_BUFFER_BYTES, give_read_buffer, take_read_buffer
+
+if TYPE_CHECKING:
+    from pybroker.server.memory import RequestMemoryPool
+    from pybroker.server.registry import ConnectionRegistry
+
 log = logging.getLogger(__name__)
 
-READ_CHUNK = 65536
+#: frames up to this size (with their 4-byte size prefix) are parsed from the read-ahead buffer
+SMALL_FRAME_BYTES = READ_BUFFER_BYTES - 4
+#: the last buffered frame up to this size is copied out, so the read-ahead buffer goes back
+#: at once instead of staying pinned while the request is handled (a long poll may wait
+#: minutes); fetch, group and metadata requests are this small, produce requests are not
+COPY_FRAME_BYTES = 4096
+#: a large frame's buffer starts at this size (or the frame's, if smaller) and doubles
+LARGE_FIRST_BYTES = 1 << 20
 #: a larger request buffer is freed after use rather than kept for the next request
 LARGE_BUFFER_KEEP_BYTES = 8 * 1024 * 1024
 #: at most this many responses wait in the queue before it is flushed
@@ -26,6 +57,8 @@ OUT_QUEUE_MAX = 64
 SMALL_SLICE_BYTES = 16384
 #: iovecs per sendmsg (Linux IOV_MAX is 1024)
 IOV_MAX = 1024
+
+_WATCH_OFF, _WATCH_ON, _WATCH_SUSPENDED = 0, 1, 2
 
 
 class ConnectionClosed(Exception):
@@ -37,94 +70,253 @@ class FrameTooLarge(Exception):
 
 
 class Connection:
-    def __init__(self, sock: socket.socket, max_request_bytes: int) -> None:
+    __slots__ = (
+        "sock", "fd", "max_request_bytes", "peer", "host", "pool", "registry", "scope",
+        "last_active", "handling_since", "close_reason", "_buf", "_start", "_end", "_big",
+        "_reserved", "_out", "_out_count", "_watch", "_loop",
+    )
+
+    def __init__(self, sock: socket.socket, max_request_bytes: int, *,
+                 pool: RequestMemoryPool | None = None,
+                 registry: ConnectionRegistry | None = None) -> None:
         sock.setblocking(False)
         self.sock = sock
         self.fd = sock.fileno()
         self.max_request_bytes = max_request_bytes
         try:
             host, port = sock.getpeername()[:2]
+            self.host = str(host)
             self.peer = f"{host}:{port}"
-        except OSError:
-            self.peer = "?"
-        # read-ahead buffer: small requests arrive several per recv
-        self._buf = bytearray(READ_CHUNK)
+        except (OSError, ValueError):  # reset already, or not an IP socket
+            self.host = self.peer = "?"
+        self.pool = pool
+        self.registry = registry
+        #: the scope the connection is served in; cancelling it ends the connection
+        self.scope: anyio.CancelScope | None = None
+        #: monotonic time of the last bytes read or written (idle time counts from it)
+        self.last_active = time.monotonic()
+        #: monotonic time the request being handled arrived; 0.0 when none is
+        self.handling_since = 0.0
+        #: why the broker ended the connection ("idle", "peer closed"), if it did
+        self.close_reason: str | None = None
+        # read-ahead buffer, held only while bytes are buffered: [_start, _end) unparsed
+        self._buf: mmap.mmap | None = None
         self._start = 0
         self._end = 0
-        self._big: bytearray | None = None
+        # large frames' buffer, reused across requests up to LARGE_BUFFER_KEEP_BYTES
+        self._big: mmap.mmap | None = None
+        # pool bytes held by the last large frame, given back when the next is read
+        self._reserved = 0
         # responses waiting to be sent, in order (see write)
         self._out: list[object] = []
         self._out_count = 0
+        self._watch = _WATCH_OFF
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # --- reading ---
-    async def _fill(self) -> None:
-        """Read more bytes into the read-ahead buffer (compacting it first)."""
-        if self._start == self._end:
+    async def read_frame(self) -> memoryview:
+        """The next request frame, without its 4-byte size prefix.
+
+        The view points into this connection's buffers, so it is valid until the
+        next call: requests are handled one at a time, and a handler keeps no
+        reference to request bytes once the request is answered."""
+        if self._reserved:
+            self._release_reservation()
+        while self._end - self._start < 4:
+            await self._fill(4)
+        buf = self._buf
+        assert buf is not None
+        start = self._start
+        size = int.from_bytes(buf[start : start + 4], "big", signed=True)
+        # checked before any allocation: a bogus size must not cost memory
+        if size < 0 or size > self.max_request_bytes:
+            raise FrameTooLarge(size)
+        if size > SMALL_FRAME_BYTES:
+            self._start = start + 4
+            return await self._read_large(size)
+        while self._end - self._start < size + 4:
+            await self._fill(size + 4)
+        buf = self._buf
+        assert buf is not None
+        start = self._start + 4
+        end = self._start = start + size
+        if end == self._end and size <= COPY_FRAME_BYTES:
+            self._buf = None
             self._start = self._end = 0
-        elif self._end == len(self._buf):
+            frame = buf[start:end]
+            give_read_buffer(buf)
+            return memoryview(frame)
+        return memoryview(buf)[start:end]
+
+    async def _fill(self, need: int) -> None:
+        """Read more bytes into the read-ahead buffer, with room for `need` bytes
+        from _start. With nothing buffered the buffer goes back to the shared
+        cache while the connection waits, so an idle connection holds none."""
+        buf = self._buf
+        if buf is not None and self._start == self._end:
+            self._buf = None
+            give_read_buffer(buf)
+            buf = None
+        if buf is None:
+            while True:
+                buf = take_read_buffer()
+                try:
+                    n = self.sock.recv_into(buf)
+                except BlockingIOError:
+                    give_read_buffer(buf)
+                    await self._wait_readable()
+                    continue
+                except OSError as exc:
+                    raise ConnectionClosed() from exc
+                break
+            if n == 0:
+                give_read_buffer(buf)
+                raise ConnectionClosed()
+            self._buf = buf
+            self._start, self._end = 0, n
+            self.last_active = time.monotonic()
+            return
+        if len(buf) - self._start < need:
             remaining = self._end - self._start
-            self._buf[:remaining] = self._buf[self._start : self._end]
+            buf[:remaining] = buf[self._start : self._end]
             self._start, self._end = 0, remaining
-        view = memoryview(self._buf)[self._end :]
+        view = memoryview(buf)[self._end :]
         while True:
             try:
                 n = self.sock.recv_into(view)
                 break
             except BlockingIOError:
                 await self._wait_readable()
-            except (ConnectionResetError, BrokenPipeError) as exc:
+            except OSError as exc:
                 raise ConnectionClosed() from exc
         if n == 0:
             raise ConnectionClosed()
         self._end += n
+        self.last_active = time.monotonic()
 
-    async def read_frame(self) -> memoryview:
-        """The next request frame, without its 4-byte size prefix.
-
-        The view points into this connection's buffers, so it is valid until the
-        next call: requests are handled one at a time, and a handler keeps no
-        reference to record bytes once the request is answered."""
-        while self._end - self._start < 4:
-            await self._fill()
-        size = int.from_bytes(self._buf[self._start : self._start + 4], "big", signed=True)
-        # checked before any allocation: a bogus size must not cost memory
-        if size < 0 or size > self.max_request_bytes:
-            raise FrameTooLarge(size)
-        self._start += 4
+    async def _read_large(self, size: int) -> memoryview:
+        """A frame too big for the read-ahead buffer, in its own growing buffer."""
+        if self.pool is not None:
+            # reads pause while the pool is exhausted; the wait is not idleness
+            self.request_started(time.monotonic())
+            try:
+                await self.pool.reserve(size)
+            finally:
+                self.request_done()
+            self._reserved = size
         buffered = self._end - self._start
-        if size <= buffered:
-            frame = memoryview(self._buf)[self._start : self._start + size]
-            self._start += size
-            return frame
         big = self._big
         if big is None or len(big) < size:
-            # reused across requests: a fresh 1 MB buffer per produce would cost page
-            # faults and zeroing on every request
-            big = bytearray(size)
-            self._big = big if size <= LARGE_BUFFER_KEEP_BYTES else None
-        view = memoryview(big)
-        view[:buffered] = memoryview(self._buf)[self._start : self._end]
-        self._start = self._end = 0
-        frame = view[:size]
-        rest = view[buffered:size]
-        while rest:
-            try:
-                n = self.sock.recv_into(rest)
-            except BlockingIOError:
+            big = mmap.mmap(-1, size if size <= LARGE_FIRST_BYTES
+                            else max(LARGE_FIRST_BYTES, buffered), flags=mmap.MAP_PRIVATE)
+        buf = self._buf
+        if buf is not None:
+            if buffered:
+                big[:buffered] = memoryview(buf)[self._start : self._end]
+            self._buf = None
+            self._start = self._end = 0
+            give_read_buffer(buf)
+        filled = buffered
+        while filled < size:
+            if filled == len(big):
+                # no view of this buffer is alive here, so it can move (mremap, no copy)
+                big.resize(min(size, 2 * len(big)))
+            with memoryview(big) as view:
+                try:
+                    n = self.sock.recv_into(view[filled:size])
+                except BlockingIOError:
+                    n = -1
+                except OSError as exc:
+                    raise ConnectionClosed() from exc
+            if n < 0:
                 await self._wait_readable()
                 continue
-            except (ConnectionResetError, BrokenPipeError) as exc:
-                raise ConnectionClosed() from exc
             if n == 0:
                 raise ConnectionClosed()
-            rest = rest[n:]
-        return frame
+            filled += n
+            self.last_active = time.monotonic()
+        # reused across requests: a fresh mapping per 1 MB produce would cost page faults
+        self._big = big if len(big) <= LARGE_BUFFER_KEEP_BYTES else None
+        return memoryview(big)[:size]
 
     async def _wait_readable(self) -> None:
         """Nothing more to read now: send what is queued, then wait for the client."""
         if self._out:
             await self.flush()
         await anyio.wait_readable(self.sock)
+
+    def _release_reservation(self) -> None:
+        if self.pool is not None and self._reserved:
+            self.pool.release(self._reserved)
+        self._reserved = 0
+
+    def release_idle_buffers(self) -> None:
+        """Drop the large request buffer of an idle connection (a view of it that is
+        still in use keeps it alive until it goes)."""
+        self._big = None
+
+    # --- requests being handled ---
+    def request_started(self, since: float) -> None:
+        """A request arrived at `since` and is being handled: the connection is not
+        idle, and the sweeper watches its socket if the handler waits long."""
+        self.handling_since = since
+        if self.registry is not None:
+            self.registry.handling.add(self)
+
+    def request_done(self) -> None:
+        if self._watch == _WATCH_ON:
+            self._unwatch()
+        self._watch = _WATCH_OFF
+        self.handling_since = 0.0
+        self.last_active = time.monotonic()
+        if self.registry is not None:
+            self.registry.handling.discard(self)
+
+    @property
+    def watching(self) -> bool:
+        return self._watch != _WATCH_OFF
+
+    def watch_peer(self) -> None:
+        """Watch the socket while a request waits (called by the sweeper): if the
+        client closes (EOF or reset), the connection is cancelled. The connection
+        task reads nothing while its request is handled, so the reader slot of the
+        socket's fd is free. Needs the asyncio loop (the broker runs on it)."""
+        try:
+            loop = asyncio.get_running_loop()
+            loop.add_reader(self.fd, self._peer_readable)
+        except (RuntimeError, OSError, ValueError) as exc:
+            log.debug("cannot watch %s: %s", self.peer, exc)
+            self._watch = _WATCH_SUSPENDED
+            return
+        self._loop = loop
+        self._watch = _WATCH_ON
+
+    def _unwatch(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self.fd)
+            self._loop = None
+
+    def _peer_readable(self) -> None:
+        try:
+            data = self.sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        self._unwatch()
+        if data:
+            # the client pipelined its next request: its bytes wait until the handler
+            # is done (watching on would only spin on a readable socket)
+            self._watch = _WATCH_SUSPENDED
+            return
+        self._watch = _WATCH_SUSPENDED
+        self.abort("peer closed")
+
+    def abort(self, reason: str) -> None:
+        """End the connection from outside its task (idle, peer gone)."""
+        self.close_reason = reason
+        if self.scope is not None:
+            self.scope.cancel()
 
     # --- writing ---
     async def write(self, parts: Sequence[object], *, flush: bool = True) -> None:
@@ -149,7 +341,7 @@ class Connection:
                 iov.append(memoryview(part))
             elif part.length <= SMALL_SLICE_BYTES:  # type: ignore[attr-defined]
                 # one pread + the shared sendmsg beats a sendfile syscall of its own
-                iov.append(memoryview(part.read()))  # type: ignore[attr-defined]
+                iov.append(memoryview(self._read_slice(part)))
             else:
                 if iov:
                     await self._send_buffers(iov)
@@ -158,6 +350,15 @@ class Connection:
         if iov:
             await self._send_buffers(iov)
 
+    def _read_slice(self, file_slice: object) -> bytes:
+        try:
+            return file_slice.read()  # type: ignore[attr-defined, no-any-return]
+        except StorageError as exc:
+            # the response's size is already promised: the connection cannot go on
+            log.error("closing %s: reading log bytes for its response failed: %s", self.peer,
+                      exc)
+            raise ConnectionClosed() from exc
+
     async def _send_buffers(self, views: list[memoryview]) -> None:
         first = 0
         while first < len(views):
@@ -165,8 +366,9 @@ class Connection:
                 n = self.sock.sendmsg(views[first : first + IOV_MAX])
             except BlockingIOError:
                 await anyio.wait_writable(self.sock)
+                self.last_active = time.monotonic()
                 continue
-            except (ConnectionResetError, BrokenPipeError) as exc:
+            except OSError as exc:
                 raise ConnectionClosed() from exc
             while n:
                 size = len(views[first])
@@ -188,8 +390,12 @@ class Connection:
                 n = sendfile(self.fd, sent)
             except BlockingIOError:
                 await anyio.wait_writable(self.sock)
+                self.last_active = time.monotonic()
                 continue
-            except (ConnectionResetError, BrokenPipeError) as exc:
+            except OSError as exc:  # the socket side: reset, broken pipe, timeout...
+                raise ConnectionClosed() from exc
+            except StorageError as exc:  # the file side
+                log.error("closing %s: sending log bytes failed: %s", self.peer, exc)
                 raise ConnectionClosed() from exc
             if n == 0:
                 # the file shrank under us (truncation); the frame size is already
@@ -198,6 +404,15 @@ class Connection:
             sent += n
 
     def close(self) -> None:
+        """Close the socket and let go of everything the connection holds."""
+        if self._watch == _WATCH_ON:
+            self._unwatch()
+            self._watch = _WATCH_SUSPENDED
+        self._release_reservation()
+        # buffers are dropped, not cached: a frame of a failed request may still be viewed
+        self._buf = None
+        self._big = None
+        self._out = []
         try:
             self.sock.close()
         except OSError:

@@ -74,12 +74,18 @@ class Dispatcher:
         if not coalesce:
             await conn.flush()
         request = Request(header, body, conn, time.monotonic())
+        # marks the connection busy (not idle); a handler still waiting after a
+        # moment gets its socket watched by the sweeper, and is cancelled if the
+        # client goes away meanwhile (see pybroker.server.registry)
+        conn.request_started(request.received_ms)
         try:
             response = await spec.fn(self.context, request)
         except Exception:
             log.exception("%s v%d from %s failed", protocol.APIS[header.api_key].name,
                           header.api_version, conn.peer)
             return False
+        finally:
+            conn.request_done()
         if response is not None:
             await conn.write(protocol.encode_response(
                 header.api_key, header.api_version, header.correlation_id, response),

@@ -14,7 +14,7 @@ use buf::BorrowedBuffer;
 use pybroker_log::cleaner::{self, CleanConfig};
 use pybroker_log::{codec, LogConfig, LogError, OpenState};
 use pyo3::create_exception;
-use pyo3::exceptions::{PyBlockingIOError, PyException, PyValueError};
+use pyo3::exceptions::{PyBlockingIOError, PyException, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -103,13 +103,36 @@ fn libc_eagain() -> i32 {
         .unwrap_or(11)
 }
 
+/// sendfile's errors: those of the socket side (the peer reset or closed the
+/// connection) are `OSError(errno, ...)`, which Python turns into
+/// ConnectionResetError, BrokenPipeError, ...: the connection's end, not a
+/// storage error. The rest map as every engine error does.
+fn sendfile_err(e: LogError) -> PyErr {
+    match e {
+        LogError::Io(io) if pybroker_log::sendfile::is_socket_error(&io) => {
+            let errno = io.raw_os_error().unwrap_or(0);
+            PyOSError::new_err((errno, io.to_string()))
+        }
+        other => to_py_err(other),
+    }
+}
+
 /// Runs `f` without the GIL and maps its error. The one place that does so.
 fn release<T, F>(py: Python<'_>, f: F) -> PyResult<T>
 where
     F: FnOnce() -> pybroker_log::Result<T> + Send,
     T: Send,
 {
-    py.allow_threads(f).map_err(to_py_err)
+    release_with(py, f, to_py_err)
+}
+
+/// [`release`] with the error mapping given.
+fn release_with<T, F>(py: Python<'_>, f: F, map: fn(LogError) -> PyErr) -> PyResult<T>
+where
+    F: FnOnce() -> pybroker_log::Result<T> + Send,
+    T: Send,
+{
+    py.allow_threads(f).map_err(map)
 }
 
 fn now_ms() -> i64 {
@@ -195,9 +218,18 @@ impl FileSlice {
         if sent > s.length {
             return Err(PyValueError::new_err("sent is past the end of the slice"));
         }
-        release(py, || {
-            pybroker_log::sendfile::sendfile(sock_fd, &s.file, s.position + sent, s.length - sent)
-        })
+        release_with(
+            py,
+            || {
+                pybroker_log::sendfile::sendfile(
+                    sock_fd,
+                    &s.file,
+                    s.position + sent,
+                    s.length - sent,
+                )
+            },
+            sendfile_err,
+        )
     }
 
     /// The slice's bytes, copied.

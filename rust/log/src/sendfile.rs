@@ -3,6 +3,10 @@
 //! No on-disk state. The file offset is passed explicitly, so the file's
 //! own cursor (used by appends) is untouched and slices can be sent from
 //! several threads at once.
+//!
+//! Errors come back as the raw `io::Error`; [`is_socket_error`] tells the
+//! peer's doing (a reset or closed connection: the client's problem) from
+//! the file's (a storage error: the broker's).
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
@@ -35,6 +39,28 @@ pub fn sendfile(sock_fd: RawFd, file: &File, position: u64, len: u64) -> Result<
     }
 }
 
+/// True when a sendfile(2) error comes from the socket side: the peer reset
+/// or closed the connection, or the network path to it failed. Such errors
+/// end one connection; they say nothing about the log file.
+pub fn is_socket_error(err: &std::io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(
+            libc::ECONNRESET
+                | libc::EPIPE
+                | libc::ENOTCONN
+                | libc::ETIMEDOUT
+                | libc::ECONNABORTED
+                | libc::ESHUTDOWN
+                | libc::EHOSTUNREACH
+                | libc::EHOSTDOWN
+                | libc::ENETUNREACH
+                | libc::ENETDOWN
+                | libc::ENETRESET
+        )
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,5 +91,19 @@ mod tests {
             }
         }
         assert!(saw_block);
+    }
+
+    #[test]
+    fn a_closed_peer_is_a_socket_error() {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(b"0123456789").unwrap();
+        let (a, b) = UnixStream::pair().unwrap();
+        drop(b);
+        match sendfile(a.as_raw_fd(), &f, 0, 10) {
+            Err(LogError::Io(e)) => assert!(is_socket_error(&e), "{e}"),
+            other => panic!("expected EPIPE, got {other:?}"),
+        }
+        let eio = std::io::Error::from_raw_os_error(libc::EIO);
+        assert!(!is_socket_error(&eio));
     }
 }
