@@ -250,6 +250,10 @@ def test_clients_leaving_waiting_join_groups_release_their_sockets(
     b = broker_factory(metrics_port=port, group_initial_rebalance_delay_ms=60_000)
     proc = process(b)
     scrape(port)  # the metrics endpoint is up (it opens after the listeners)
+    with RawClient(b.bootstrap) as rc:  # as clients do: find the coordinator first
+        found = grc.parse_find_coordinator_v1(rc.request(
+            grc.FIND_COORDINATOR, 1, grc.find_coordinator_v1("waiting-group", 0)))
+        assert found[0] == 0, found
     baseline = proc.num_fds()
     n = 200
     with raw_sockets(b, n) as socks:
