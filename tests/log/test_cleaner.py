@@ -8,20 +8,20 @@ from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from pybroker._core import AppendResult
 from pybroker.config import BrokerConfig, TopicConfig
 from pybroker.log.checkpoint import read_checkpoint, write_checkpoint
 from pybroker.log.cleaner import CLEANER_CHECKPOINT_FILE, Cleaner, dirty_ratio
-from pybroker._core import AppendResult
 from pybroker.log.partition import Partition
 
 NOW = int(time.time() * 1000)
+
 
 def leader_append(p: Partition, records: object) -> AppendResult:
     """Append as the only replica's leader (epoch 0): the high watermark follows."""
     result = p.append(records, 0)  # type: ignore[arg-type]
     p.update_high_watermark(p.log.log_end_offset)
     return result
-
 
 
 def batch(key: bytes, value: bytes | None, ts: int = NOW) -> memoryview:

@@ -6,17 +6,17 @@ from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from pybroker._core import AppendResult
 from pybroker.config import BrokerConfig, TopicConfig
 from pybroker.log.flush import flush_pass
-from pybroker._core import AppendResult
 from pybroker.log.partition import Partition
+
 
 def leader_append(p: Partition, records: object) -> AppendResult:
     """Append as the only replica's leader (epoch 0): the high watermark follows."""
     result = p.append(records, 0)  # type: ignore[arg-type]
     p.update_high_watermark(p.log.log_end_offset)
     return result
-
 
 
 def batch(n: int) -> memoryview:

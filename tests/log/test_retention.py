@@ -7,20 +7,20 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from pybroker._core import AppendResult
 from pybroker._core import OffsetOutOfRangeError
 from pybroker.config import BrokerConfig, TopicConfig
-from pybroker._core import AppendResult
 from pybroker.log.partition import Partition
 from pybroker.log.retention import apply_retention, deletable_count
 
 NOW = 10_000_000
+
 
 def leader_append(p: Partition, records: object) -> AppendResult:
     """Append as the only replica's leader (epoch 0): the high watermark follows."""
     result = p.append(records, 0)  # type: ignore[arg-type]
     p.update_high_watermark(p.log.log_end_offset)
     return result
-
 
 
 def count(segments: list[tuple[int, int, int]], leo: int, **kw: int) -> int:

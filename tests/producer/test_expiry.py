@@ -7,19 +7,19 @@ from pathlib import Path
 import anyio
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from pybroker.config import BrokerConfig, TopicConfig
 from pybroker._core import AppendResult
+from pybroker.config import BrokerConfig, TopicConfig
 from pybroker.log.partition import Partition
 from pybroker.producer.expiry import expire_pass, expiry_loop
 
 WRITTEN_AT_MS = 1_000_000
+
 
 def leader_append(p: Partition, records: object) -> AppendResult:
     """Append as the only replica's leader (epoch 0): the high watermark follows."""
     result = p.append(records, 0)  # type: ignore[arg-type]
     p.update_high_watermark(p.log.log_end_offset)
     return result
-
 
 
 def batch(producer_id: int, first_seq: int, n: int) -> memoryview:

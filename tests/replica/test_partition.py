@@ -1,0 +1,114 @@
+"""The leader's view of a replicated partition, on a real log: the high
+watermark is the smallest log end offset over the ISR, it wakes waiters when it
+moves, acks=all settles by it, and the ISR shrinks and grows by the rules."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from pybroker.config import BrokerConfig, TopicConfig
+from pybroker.coordination.base import PartitionState
+from pybroker.errors import ErrorCode, KafkaError
+from pybroker.log.partition import Partition
+from pybroker.purgatory import Purgatory
+from pybroker.replica.partition import ReplicaPartition
+
+
+def batch(n: int) -> memoryview:
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                  producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                  batch_size=1 << 20)
+    for i in range(n):
+        b.append(i, timestamp=int(time.time() * 1000), key=b"k", value=b"v", headers=[])
+    return memoryview(bytes(b.build()))
+
+
+class Recorder(Purgatory):
+    def __init__(self) -> None:
+        super().__init__()
+        self.notified: list[object] = []
+
+    def notify(self, key: object) -> None:  # type: ignore[override]
+        self.notified.append(key)
+        super().notify(key)  # type: ignore[arg-type]
+
+
+def leader(tmp_path: Path, isr: list[int], min_isr: int = 1) -> tuple[ReplicaPartition, Recorder]:
+    log = Partition("t", 0, tmp_path / "t-0",
+                    TopicConfig(BrokerConfig({}), {"min.insync.replicas": min_isr}),
+                    recovery_point=0, log_start_offset=0, clean_shutdown=False)
+    purgatory = Recorder()
+    p = ReplicaPartition(log, 1, purgatory)
+    p.make_leader(PartitionState(leader=1, leader_epoch=3, replicas=[1, 2, 3], isr=isr))
+    return p, purgatory
+
+
+def test_high_watermark_is_the_smallest_log_end_over_the_isr(tmp_path: Path) -> None:
+    p, purgatory = leader(tmp_path, [1, 2, 3])
+    p.append_as_leader(batch(5), required_acks=-1)
+    assert p.log_end_offset == 5 and p.high_watermark == 0
+    assert p.acks_all_status(5) is None  # still waiting for the followers
+    p.record_follower_fetch(2, 5)
+    assert p.high_watermark == 0  # broker 3 has nothing yet
+    purgatory.notified.clear()
+    p.record_follower_fetch(3, 3)
+    assert p.high_watermark == 3 and p.hw_key in purgatory.notified
+    p.record_follower_fetch(3, 5)
+    assert p.high_watermark == 5 and p.acks_all_status(5) == ErrorCode.NONE
+    # consumers read only what is committed
+    assert p.read(0, 1 << 20, True) is not None
+
+
+def test_a_leader_alone_commits_at_once(tmp_path: Path) -> None:
+    p, _ = leader(tmp_path, [1])
+    p.append_as_leader(batch(2), required_acks=-1)
+    assert p.high_watermark == 2
+
+
+def test_acks_all_below_min_insync_replicas(tmp_path: Path) -> None:
+    p, _ = leader(tmp_path, [1], min_isr=2)
+    with pytest.raises(KafkaError) as err:
+        p.append_as_leader(batch(1), required_acks=-1)
+    assert err.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert p.log_end_offset == 0  # nothing appended
+    p.append_as_leader(batch(1), required_acks=1)  # acks=1 is not held to it
+    # the ISR shrinks below min.insync.replicas after an append: the wait ends in error
+    q, _ = leader(tmp_path / "q", [1, 2], min_isr=2)
+    q.append_as_leader(batch(1), required_acks=-1)
+    q.isr_changed([1], version=1)
+    assert q.acks_all_status(1) == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+def test_lost_leadership_fails_waiting_acks(tmp_path: Path) -> None:
+    p, purgatory = leader(tmp_path, [1, 2])
+    p.append_as_leader(batch(1), required_acks=-1)
+    purgatory.notified.clear()
+    assert p.make_follower(PartitionState(leader=2, leader_epoch=4, replicas=[1, 2, 3],
+                                          isr=[2]))
+    assert p.acks_all_status(1) == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert p.hw_key in purgatory.notified
+    with pytest.raises(KafkaError) as err:
+        p.append_as_leader(batch(1), required_acks=1)
+    assert err.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    with pytest.raises(KafkaError) as err:
+        p.check_leader(current_leader_epoch=3)
+    assert err.value.code == ErrorCode.FENCED_LEADER_EPOCH
+
+
+def test_isr_shrinks_after_lag_time_and_grows_on_catch_up(tmp_path: Path) -> None:
+    p, _ = leader(tmp_path, [1, 2, 3])
+    p.append_as_leader(batch(4), required_acks=1)
+    p.record_follower_fetch(2, 4)
+    assert p.isr_to_shrink(lag_time_max_ms=60_000) is None
+    # broker 3 never caught up: past the lag time it is out, broker 2 stays
+    p.followers[3].last_caught_up_ms -= 61_000
+    assert p.isr_to_shrink(lag_time_max_ms=60_000) == [1, 2]
+    p.isr_changed([1, 2], version=1)
+    assert p.high_watermark == 4  # the ISR that is left has everything
+    assert p.isr_to_expand() is None  # 3 is still behind the high watermark
+    p.record_follower_fetch(3, 4)
+    assert p.isr_to_expand() == [1, 2, 3]
