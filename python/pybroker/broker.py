@@ -72,12 +72,6 @@ class Broker:
         # made in serve(), once the store is reachable (the cluster id comes from it)
         self.context: BrokerContext | None = None
 
-    def startup(self) -> None:
-        """Kept for callers that start in two steps; serve() does the work."""
-
-    def shutdown(self) -> None:
-        """Kept for callers that stop in two steps; serve() does the work."""
-
     def stop(self) -> None:
         self._stop.set()
 

@@ -79,7 +79,6 @@ def serve_command(args: argparse.Namespace) -> int:
     created = _missing_dirs(config.log_dirs)
     try:
         broker = Broker(config)
-        broker.startup()
     except (ConfigError, OSError) as exc:
         _remove(created)
         return _refuse(exc, EXIT_CONFIG if isinstance(exc, ConfigError) else EXIT_STARTUP)
@@ -94,8 +93,6 @@ def serve_command(args: argparse.Namespace) -> int:
         failure = None if started else _startup_failure(exc)
         if failure is None:
             raise
-    finally:
-        broker.shutdown()
     if failure is not None:
         _remove(created)
         if isinstance(failure, OSError) and failure.errno == errno.EADDRINUSE:
