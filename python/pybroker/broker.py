@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import signal
 import socket
+import time
 from typing import Any
 
 import anyio
@@ -23,6 +24,7 @@ from pybroker.admin.topics import TopicAdmin
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
 from pybroker.coordination.base import CoordinationBackend
+from pybroker.coordination.errors import BrokerIdInUse
 from pybroker.coordination.znodes import BrokerRegistration
 from pybroker.group import GroupCoordinator
 from pybroker.group.offsets import OFFSETS_TOPIC
@@ -41,6 +43,9 @@ from pybroker.server.acceptor import ConnectionServer
 from pybroker.server.listeners import bind_listeners, listener_settings
 
 log = logging.getLogger(__name__)
+
+#: pause between attempts to register while an old registration lingers
+REGISTER_RETRY_S = 0.5
 
 
 def open_backend(config: BrokerConfig) -> CoordinationBackend:
@@ -126,7 +131,7 @@ class Broker:
         # store's watches tell it again what it leads
         backend.on_session_lost(replicas.fence)
         await listener.start()
-        await backend.register_broker(broker_id, self._registration())
+        await self._register(backend)
 
         from pybroker.server.dispatch import Dispatcher
 
@@ -159,6 +164,22 @@ class Broker:
                     await backend.unregister_broker(broker_id)
                 except Exception as exc:
                     log.info("unregistering from the coordination store: %s", exc)
+
+    async def _register(self, backend: CoordinationBackend) -> None:
+        """Register /brokers/ids/<id>. A broker restarted right after a crash finds
+        its old registration still there until the old ZooKeeper session expires:
+        wait for that (bounded by the session timeout), then give up as Kafka does."""
+        deadline = time.monotonic() + self.config["zookeeper.session.timeout.ms"] / 1000 * 1.5
+        while True:
+            try:
+                await backend.register_broker(self.broker_id, self._registration())
+                return
+            except BrokerIdInUse:
+                if time.monotonic() >= deadline:
+                    raise
+                log.info("broker id %d is still registered (an old session?); waiting for "
+                         "it to expire", self.broker_id)
+                await anyio.sleep(REGISTER_RETRY_S)
 
     def _registration(self) -> BrokerRegistration:
         """/brokers/ids/<id>: this broker's advertised listeners (port 0: the bound one)
