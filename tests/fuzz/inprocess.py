@@ -1,0 +1,133 @@
+"""The real Dispatcher and handlers over a real Broker on a temp dir, in this process.
+
+No sockets: a ``RecordingConnection`` stands in for ``server.connection.Connection``
+(the dispatcher only writes responses to it and reads its peer address) and keeps
+every response frame. The broker's event loop runs in a blocking portal thread, with
+the group coordinator's and the log schedulers' loops beside it, so a test can hand
+it frames from synchronous Hypothesis code. A request whose handler waits (a long
+poll, a rebalance) stays in flight while later ones run, as it would on another
+connection; ``close()`` cancels what is still waiting.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import struct
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from pybroker.broker import Broker
+from pybroker.config import BrokerConfig
+from pybroker.protocol import APIS, decode_response, encode_request
+from pybroker.server.dispatch import Dispatcher
+
+#: how long a valid request may take to be answered (a loaded 2-core box)
+ANSWER_TIMEOUT_S = 30.0
+
+
+class RecordingConnection:
+    """The part of ``Connection`` the dispatcher uses; responses are kept whole."""
+
+    def __init__(self, peer: str = "127.0.0.1:40000") -> None:
+        self.peer = peer
+        self.responses: list[bytes] = []
+
+    async def write(self, parts: Sequence[Any], *, flush: bool = True) -> None:
+        self.responses.append(b"".join(
+            bytes(p) if isinstance(p, (bytes, bytearray, memoryview)) else p.read()
+            for p in parts))
+
+    async def flush(self) -> None:
+        pass
+
+
+@dataclass
+class Exchange:
+    """One request handed to the dispatcher: its connection and the pending result."""
+
+    frame: bytes
+    connection: RecordingConnection
+    future: concurrent.futures.Future[bool]
+
+
+class ErrorLog(logging.Handler):
+    """Keeps the ERROR records pybroker logs (a handler crash, a failed tick)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def take(self) -> list[str]:
+        out = [f"{r.name}: {r.getMessage()}\n{self.format(r)}" for r in self.records]
+        self.records.clear()
+        return out
+
+
+@dataclass
+class InProcessBroker:
+    data_dir: Path
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        settings = {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(self.data_dir),
+            # a lone member's JoinGroup completes at once instead of after 3 s
+            "group.initial.rebalance.delay.ms": "0",
+            **self.overrides,
+        }
+        self.broker = Broker(BrokerConfig(settings))
+        self.broker.startup()
+        self.errors = ErrorLog()
+        logging.getLogger("pybroker").addHandler(self.errors)
+        self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
+        self.portal = self._portal_cm.__enter__()
+        self.dispatcher = Dispatcher(self.broker)
+        self._background = self.portal.start_task_soon(self._run_background)
+        self.in_flight: list[Exchange] = []
+        self._correlation = 0
+
+    async def _run_background(self) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.broker.groups.run)
+            tg.start_soon(self.broker.logs.run_schedulers)
+
+    def submit(self, frame: bytes) -> Exchange:
+        """Hand one frame (no size prefix) to the dispatcher, as a new connection would."""
+        conn = RecordingConnection()
+        future = self.portal.start_task_soon(self.dispatcher.handle_frame, conn,
+                                             memoryview(frame))
+        return Exchange(frame, conn, future)
+
+    def request(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        """A valid request through the dispatcher; returns the decoded response body."""
+        self._correlation += 1
+        frame = b"".join(encode_request(api_key, version, self._correlation, "fuzz", body))[4:]
+        exchange = self.submit(frame)
+        assert exchange.future.result(ANSWER_TIMEOUT_S) is True, f"{APIS[api_key].name} closed"
+        (response,) = exchange.connection.responses
+        (size,) = struct.unpack_from(">i", response)
+        assert size == len(response) - 4
+        correlation_id, decoded = decode_response(api_key, version, response[4:])
+        assert correlation_id == self._correlation
+        return decoded
+
+    def close(self) -> None:
+        for exchange in self.in_flight:
+            exchange.future.cancel()
+        self._background.cancel()
+        try:
+            self._portal_cm.__exit__(None, None, None)
+        finally:
+            logging.getLogger("pybroker").removeHandler(self.errors)
+            self.broker.shutdown()
