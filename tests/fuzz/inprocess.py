@@ -55,6 +55,8 @@ class Exchange:
     frame: bytes
     connection: RecordingConnection
     future: concurrent.futures.Future[bool]
+    #: what the caller wants to remember it by
+    label: str = ""
 
 
 class ErrorLog(logging.Handler):
@@ -102,12 +104,12 @@ class InProcessBroker:
             tg.start_soon(self.broker.groups.run)
             tg.start_soon(self.broker.logs.run_schedulers)
 
-    def submit(self, frame: bytes) -> Exchange:
+    def submit(self, frame: bytes, label: str = "") -> Exchange:
         """Hand one frame (no size prefix) to the dispatcher, as a new connection would."""
         conn = RecordingConnection()
         future = self.portal.start_task_soon(self.dispatcher.handle_frame, conn,
                                              memoryview(frame))
-        return Exchange(frame, conn, future)
+        return Exchange(frame, conn, future, label)
 
     def request(self, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
         """A valid request through the dispatcher; returns the decoded response body."""
