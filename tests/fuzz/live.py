@@ -1,0 +1,880 @@
+"""The live long run: mutated requests over many raw connections to a broker process.
+
+1. Start ``pybroker serve`` on loopback (a free port unless given) with a fresh data dir.
+2. Create the playground topics the corpus names, and the known-data topic, which no
+   corpus request names. Produce known records with confluent-kafka (acks=all) and
+   record every acknowledged (partition, offset) -> (key, value); a slow trickle of
+   further acknowledged records keeps going while the fuzzing runs.
+3. Build the corpus: valid request frames of every declared API and version, drawn
+   from the Hypothesis strategies with a fixed seed, and the layout of each.
+4. Send N inputs over C raw connections at once: a few percent valid corpus requests,
+   the rest mutations of them (``mutate``), a few with a lying size prefix. The
+   project's own decoder predicts each outcome (the server layer must agree with it):
+   an answer with the right correlation id, no answer (acks=0 produce), or the
+   connection closed. Disagreements are recorded with the frame, for replay.
+5. Every second: the broker's RSS, fd and socket counts; that the process is alive.
+6. At the end: sockets back to the baseline (bounded wait), RSS growth bounded,
+   every acknowledged record read back intact, no ERROR or traceback in the broker's
+   log, a clean SIGTERM exit, and after a restart on the same data the records again.
+
+Everything is bounded: inputs, a total time budget, every wait. Loopback only.
+Run by hand with ``bench/fuzz_live.py``; ``test_live.py`` runs a short one in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from pybroker.handlers.registry import HANDLERS
+from pybroker.protocol import (
+    Api,
+    ProtocolError,
+    UnsupportedVersionError,
+    decode_request,
+    encode_request,
+)
+
+from .layout import Slot, layout
+from .mutate import mutate
+from .strategies import PLAYGROUND, declared_versions, encode_frame, request_bodies
+
+HOST = "127.0.0.1"
+KNOWN_TOPIC = "pybroker-fuzz-live-known-data"
+KNOWN_PARTITIONS = 3
+PRODUCE, FETCH, JOIN_GROUP, SYNC_GROUP, API_VERSIONS = 0, 1, 11, 14, 18
+#: how long the client waits for a request that may long-poll before giving up on it
+LONG_POLL_GIVE_UP_S = 1.0
+#: how long an answer (or a close) may take on a loaded 2-core box
+ANSWER_TIMEOUT_S = 10.0
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+MISMATCH_SAMPLES = 20
+#: how often the playground topics are created again (fuzzed DeleteTopics remove them)
+PLAYGROUND_UPKEEP_S = 5.0
+PLAYGROUND_PARTITIONS = (1, 3)
+CREATE_TOPICS, CREATE_PARTITIONS = 19, 37
+
+
+@dataclass
+class LiveConfig:
+    inputs: int = 1_000_000
+    connections: int = 32
+    seed: int = 1
+    corpus_per_version: int = 30
+    #: share of inputs sent unmutated, and with a size prefix that lies
+    valid_share: float = 0.05
+    framing_share: float = 0.01
+    known_records: int = 5000
+    #: acknowledged records produced per second while the fuzzing runs
+    trickle_per_s: float = 50.0
+    max_seconds: float = 3000.0
+    sample_interval_s: float = 1.0
+    rss_growth_max_mb: float = 512.0
+    settle_s: float = 30.0
+    port: int = 0
+    data_dir: str | None = None
+    restart_check: bool = True
+    #: extra broker settings (--override key=value)
+    overrides: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Result:
+    config: dict[str, Any]
+    inputs_sent: int = 0
+    duration_s: float = 0.0
+    corpus_frames: int = 0
+    corpus_build_s: float = 0.0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    mutations: Counter[str] = field(default_factory=Counter)
+    mismatches: int = 0
+    mismatch_samples: list[dict[str, Any]] = field(default_factory=list)
+    connects: int = 0
+    connect_errors: int = 0
+    rss_mb: list[float] = field(default_factory=list)
+    fds: list[int] = field(default_factory=list)
+    sockets: list[int] = field(default_factory=list)
+    baseline_fds: int = 0
+    baseline_sockets: int = 0
+    baseline_rss_mb: float = 0.0
+    final_fds: int = 0
+    final_sockets: int = 0
+    final_rss_mb: float = 0.0
+    partitions_at_end: int = 0
+    #: requests the client gave up on whose own wait (max_wait_ms, a rebalance) had
+    #: not ended by the final count: the broker may still hold their sockets
+    waits_pending_at_end: int = 0
+    final_socket_states: dict[str, int] = field(default_factory=dict)
+    acked_records: int = 0
+    acked_checked: int = 0
+    acked_bad: list[str] = field(default_factory=list)
+    acked_checked_after_restart: int = 0
+    broker_alive: bool = True
+    broker_exit_code: int | None = None
+    broker_errors: list[str] = field(default_factory=list)
+    broker_warnings: int = 0
+    stopped_early: str = ""
+
+    @property
+    def inputs_per_s(self) -> float:
+        return self.inputs_sent / self.duration_s if self.duration_s else 0.0
+
+    def failures(self) -> list[str]:
+        """What the run found wrong; empty when the broker held up."""
+        out = []
+        if not self.broker_alive:
+            out.append("the broker died")
+        if self.stopped_early:
+            out.append(f"stopped early: {self.stopped_early}")
+        if self.mismatches:
+            out.append(f"{self.mismatches} outcomes disagree with the decoder")
+        allowed = self.baseline_sockets + self.waits_pending_at_end
+        if self.final_sockets > allowed:
+            out.append(f"sockets {self.final_sockets} > baseline {self.baseline_sockets} + "
+                       f"{self.waits_pending_at_end} requests still waiting")
+        growth = max(self.rss_mb, default=0.0) - self.baseline_rss_mb
+        if growth > self.config["rss_growth_max_mb"]:
+            out.append(f"RSS grew {growth:.0f} MB")
+        if self.acked_bad or self.acked_checked != self.acked_records:
+            out.append(f"acknowledged records: {self.acked_checked}/{self.acked_records} "
+                       f"intact, {len(self.acked_bad)} bad")
+        if self.config["restart_check"] and self.acked_checked_after_restart != self.acked_records:
+            out.append(f"after restart: {self.acked_checked_after_restart}/"
+                       f"{self.acked_records} intact")
+        if self.broker_errors:
+            out.append(f"{len(self.broker_errors)} errors in the broker log")
+        if self.broker_exit_code not in (0, None):
+            out.append(f"broker exit code {self.broker_exit_code}")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["inputs_per_s"] = self.inputs_per_s
+        out["failures"] = self.failures()
+        return out
+
+
+# ---------------------------------------------------------------------------- broker
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: Path, port: int, overrides: dict[str, str]) -> None:
+        self.data_dir = data_dir
+        self.port = port or free_port()
+        self.log_path = data_dir.parent / f"{data_dir.name}.log"
+        self.overrides = overrides
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def start(self) -> None:
+        settings = {"listeners": f"PLAINTEXT://{HOST}:{self.port}", "log.dirs": str(self.data_dir),
+                    **self.overrides}
+        cmd = [sys.executable, "-m", "pybroker", "serve"]
+        for key, value in settings.items():
+            cmd += ["--override", f"{key}={value}"]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.tail()}")
+            if api_versions_ok(self.port):
+                return
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"broker not ready in {START_TIMEOUT_S}s:\n{self.tail()}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def log_problems(self) -> tuple[list[str], int]:
+        """(ERROR/CRITICAL lines and tracebacks, count of WARNING lines) of the log."""
+        errors: list[str] = []
+        warnings_count = 0
+        with open(self.log_path, errors="replace") as log:
+            for line in log:
+                if " WARNING " in line:
+                    warnings_count += 1
+                elif " ERROR " in line or " CRITICAL " in line or line.startswith("Traceback"):
+                    errors.append(line.rstrip())
+        return errors, warnings_count
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def api_versions_ok(port: int) -> bool:
+    header = struct.pack(">hhih", API_VERSIONS, 0, 7, 1) + b"f"
+    try:
+        with socket.create_connection((HOST, port), timeout=1.0) as s:
+            s.sendall(struct.pack(">i", len(header)) + header)
+            data = s.recv(10)
+            return len(data) >= 10 and data[4:8] == struct.pack(">i", 7)
+    except OSError:
+        return False
+
+
+def usage(proc: psutil.Process) -> tuple[float, int, int]:
+    """(RSS MB, open fds, of which sockets) of the broker."""
+    rss = proc.memory_info().rss / 2**20
+    fd_dir = f"/proc/{proc.pid}/fd"
+    fds = sockets = 0
+    for name in os.listdir(fd_dir):
+        fds += 1
+        try:
+            sockets += os.readlink(f"{fd_dir}/{name}").startswith("socket:")
+        except OSError:
+            pass
+    return rss, fds, sockets
+
+
+def settled_usage(proc: psutil.Process, target_sockets: int | None,
+                  timeout: float) -> tuple[float, int, int]:
+    """Usage once the socket count stops falling (or reaches target), bounded."""
+    deadline = time.monotonic() + timeout
+    last = usage(proc)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = usage(proc)
+        if target_sockets is not None and now[2] <= target_sockets:
+            return now
+        if target_sockets is None and now[2] == last[2]:
+            return now
+        last = now
+    return last
+
+
+# ------------------------------------------------------------------------ known data
+
+
+def known_value(i: int) -> bytes:
+    digest = hashlib.sha256(b"%d" % i).digest()
+    return digest * (1 + i % 31)
+
+
+class KnownProducer:
+    """confluent-kafka with acks=all; remembers each acknowledged record."""
+
+    def __init__(self, bootstrap: str) -> None:
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                  "linger.ms": 5, "message.timeout.ms": 30000})
+        self.acked: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+        self.failed = 0
+        self.sent = 0
+
+    def produce(self, i: int) -> None:
+        key, value = b"key-%d" % i, known_value(i)
+
+        def done(err: Any, msg: Any) -> None:
+            if err is None:
+                self.acked[msg.partition(), msg.offset()] = (key, value)
+            else:
+                self.failed += 1
+
+        while True:
+            try:
+                self.producer.produce(KNOWN_TOPIC, key=key, value=value,
+                                      partition=i % KNOWN_PARTITIONS, on_delivery=done)
+                break
+            except BufferError:
+                self.producer.poll(0.1)
+        self.sent += 1
+        self.producer.poll(0)
+
+    def flush(self, timeout: float = 60.0) -> None:
+        self.producer.flush(timeout)
+
+
+class Trickle(threading.Thread):
+    """Acknowledged records produced while the fuzzing runs."""
+
+    def __init__(self, producer: KnownProducer, first: int, per_s: float) -> None:
+        super().__init__(daemon=True)
+        self.producer = producer
+        self.next = first
+        self.per_s = per_s
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        while self.per_s > 0 and not self.stop_event.wait(1 / self.per_s):
+            self.producer.produce(self.next)
+            self.next += 1
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(10)
+
+
+def admin_setup(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = [NewTopic(KNOWN_TOPIC, KNOWN_PARTITIONS, 1)]
+    topics += [NewTopic(n, p, 1) for n, p in zip(PLAYGROUND.topics, PLAYGROUND_PARTITIONS,
+                                                 strict=True)]
+    for future in admin.create_topics(topics, operation_timeout=30).values():
+        future.result(timeout=60)
+
+
+def ensure_playground(port: int) -> None:
+    """Create the playground topics again (TOPIC_ALREADY_EXISTS is fine): raw request."""
+    body = {"timeout_ms": 5000, "topics": [
+        {"name": n, "num_partitions": p, "replication_factor": 1}
+        for n, p in zip(PLAYGROUND.topics, PLAYGROUND_PARTITIONS, strict=True)]}
+    data = b"".join(encode_request(CREATE_TOPICS, 4, 1, "fuzz-upkeep", body))
+    try:
+        with socket.create_connection((HOST, port), timeout=ANSWER_TIMEOUT_S) as s:
+            s.sendall(data)
+            s.recv(65536)
+    except OSError:
+        pass  # the tick that follows checks the broker
+
+
+def read_back(bootstrap: str, acked: dict[tuple[int, int], tuple[bytes, bytes]],
+              timeout: float = 120.0) -> tuple[int, list[str]]:
+    """Consume the known topic from the start; (records intact, what was wrong)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fuzz-live-check",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    wanted = {p: max((o for q, o in acked if q == p), default=-1)
+              for p in range(KNOWN_PARTITIONS)}
+    consumer.assign([TopicPartition(KNOWN_TOPIC, p, 0) for p in range(KNOWN_PARTITIONS)])
+    seen: dict[tuple[int, int], tuple[bytes | None, bytes | None]] = {}
+    done = {p for p, last in wanted.items() if last < 0}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(done) < KNOWN_PARTITIONS and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=1000, timeout=1.0):
+                if msg.error():
+                    continue
+                seen[msg.partition(), msg.offset()] = (msg.key(), msg.value())
+                if msg.offset() >= wanted[msg.partition()]:
+                    done.add(msg.partition())
+    finally:
+        consumer.close()
+    bad = []
+    intact = 0
+    for where, record in sorted(acked.items()):
+        got = seen.get(where)
+        if got == record:
+            intact += 1
+        elif len(bad) < MISMATCH_SAMPLES:
+            bad.append(f"{where}: {'missing' if got is None else 'differs'}")
+    return intact, bad
+
+
+def count_partitions(data_dir: Path) -> int:
+    """Partition directories in the data dir (topics the fuzzing created count too)."""
+    return sum(1 for d in data_dir.iterdir() if d.is_dir() and "-" in d.name)
+
+
+# ---------------------------------------------------------------------------- corpus
+
+
+@dataclass
+class Entry:
+    frame: bytes
+    slots: list[Slot]
+
+
+def build_corpus(per_version: int, seed: int) -> list[Entry]:
+    """Valid frames of every declared API and version, drawn with a fixed seed."""
+    frames: list[bytes] = []
+    for api, version in declared_versions():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _collector(api, version, per_version, seed, frames)()
+    return [Entry(f, layout(f)) for f in frames]
+
+
+def _collector(api: Api, version: int, count: int, seed: int,
+               frames: list[bytes]) -> Callable[[], None]:
+    """A Hypothesis run that appends ``count`` encoded requests to ``frames``."""
+    import hypothesis
+    from hypothesis import HealthCheck, Phase
+
+    # legal creations would pile up topics (fds, metadata size) over a long run;
+    # only a mutated validate_only byte still creates some
+    validate_only = api.key in (CREATE_TOPICS, CREATE_PARTITIONS)
+
+    @hypothesis.seed(seed)
+    @hypothesis.settings(max_examples=count, database=None, deadline=None,
+                         phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @hypothesis.given(request_bodies(api, version))
+    def collect(body: dict[str, Any]) -> None:
+        if validate_only:
+            body["validate_only"] = True
+        frames.append(encode_frame(api, version, len(frames), "fuzz-live", body))
+
+    return collect  # type: ignore[no-any-return]
+
+
+# ------------------------------------------------------------------- expected outcome
+
+ANSWER, CLOSE, SILENT, ANY = "answer", "close", "silent", "any"
+
+
+def expectation(frame: bytes) -> tuple[str, int, float]:
+    """What the broker must do with ``frame`` by the project's decoder: (outcome,
+    correlation id, how long it may legitimately wait before answering)."""
+    try:
+        header, body = decode_request(frame)
+    except UnsupportedVersionError as exc:
+        if exc.header.api_key == API_VERSIONS:
+            return ANSWER, exc.header.correlation_id, 0.0
+        return CLOSE, 0, 0.0
+    except ProtocolError:
+        return CLOSE, 0, 0.0
+    spec = HANDLERS.get(header.api_key)
+    if spec is None or not spec.min_version <= header.api_version <= spec.max_version:
+        if header.api_key == API_VERSIONS:
+            return ANSWER, header.correlation_id, 0.0
+        return CLOSE, 0, 0.0
+    if header.api_key == PRODUCE and body["acks"] == 0:
+        return SILENT, 0, 0.0
+    if header.api_key == FETCH:
+        return ANSWER, header.correlation_id, max(0, body["max_wait_ms"]) / 1000
+    if header.api_key in (JOIN_GROUP, SYNC_GROUP):
+        return ANSWER, header.correlation_id, float("inf")
+    return ANSWER, header.correlation_id, 0.0
+
+
+# ------------------------------------------------------------------------- the sender
+
+
+@dataclass
+class Conn:
+    sock: socket.socket | None = None
+    expect: str = ""
+    correlation_id: int = 0
+    may_wait_s: float = 0.0
+    sent_at: float = 0.0
+    frame: bytes = b""
+    how: tuple[str, ...] = ()
+    buf: bytearray = field(default_factory=bytearray)
+    #: what this connection carried before (for a mismatch's report)
+    history: list[str] = field(default_factory=list)
+
+
+class Fuzzer:
+    def __init__(self, cfg: LiveConfig, port: int, corpus: list[Entry], result: Result) -> None:
+        self.cfg = cfg
+        self.port = port
+        self.corpus = corpus
+        self.result = result
+        self.rng = random.Random(cfg.seed)
+        self.sel = selectors.DefaultSelector()
+        self.conns = [Conn() for _ in range(cfg.connections)]
+        #: when each request the client gave up on may end its wait (monotonic time)
+        self.abandoned_until: list[float] = []
+
+    def next_input(self) -> tuple[bytes, bytes, tuple[str, ...]]:
+        """(bytes to send, the frame as the decoder sees it, mutation names)."""
+        rng = self.rng
+        entry = self.corpus[rng.randrange(len(self.corpus))]
+        roll = rng.random()
+        if roll < self.cfg.valid_share:
+            frame, how = entry.frame, ["valid"]
+        else:
+            donor = self.corpus[rng.randrange(len(self.corpus))].frame
+            frame, how = mutate(entry.frame, entry.slots, rng, donor)
+        size = len(frame)
+        if roll > 1 - self.cfg.framing_share:
+            size = rng.choice([size + 1, size + 8, max(size - 1, 0), 2**31 - 1, -1, 0])
+            how = [*how, "size-prefix"]
+        return struct.pack(">i", size) + frame, frame, tuple(how)
+
+    def connect(self, c: Conn) -> bool:
+        try:
+            sock = socket.create_connection((HOST, self.port), timeout=ANSWER_TIMEOUT_S)
+        except OSError:
+            self.result.connect_errors += 1
+            return False
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c.sock = sock
+        self.result.connects += 1
+        return True
+
+    def drop(self, c: Conn, reset: bool = False) -> None:
+        if c.sock is not None:
+            if c.expect:
+                self.sel.unregister(c.sock)
+            if reset:  # RST instead of FIN: no TIME_WAIT left behind, and a path of its own
+                c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.sock.close()
+        c.sock = None
+        c.expect = ""
+        c.buf.clear()
+        c.history.clear()
+
+    def send(self, c: Conn) -> bool:
+        """Send the next input on an idle connection; False when it could not connect."""
+        if c.sock is None and not self.connect(c):
+            return False
+        data, frame, how = self.next_input()
+        self.result.mutations.update(how)
+        self.result.inputs_sent += 1
+        if "size-prefix" in how:
+            expect, correlation_id, may_wait = ANY, 0, 0.0
+        else:
+            expect, correlation_id, may_wait = expectation(frame)
+        assert c.sock is not None
+        try:
+            c.sock.sendall(data)
+        except OSError:
+            # the broker closed this connection after an earlier request
+            self.result.outcomes["send failed (closed earlier)"] += 1
+            self.drop(c)
+            return True
+        if expect == SILENT:
+            self.result.outcomes["acks=0 produce (no answer expected)"] += 1
+            self.drop(c, reset=self.rng.random() < 0.5)
+            return True
+        c.expect, c.correlation_id, c.may_wait_s = expect, correlation_id, may_wait
+        c.sent_at, c.frame, c.how = time.monotonic(), frame, how
+        c.history.append(f"{expect}:{frame[:64].hex()}")
+        self.sel.register(c.sock, selectors.EVENT_READ, c)
+        return True
+
+    def mismatch(self, c: Conn, what: str) -> None:
+        self.result.mismatches += 1
+        self.result.outcomes[f"MISMATCH: {what}"] += 1
+        if len(self.result.mismatch_samples) < MISMATCH_SAMPLES:
+            self.result.mismatch_samples.append(
+                {"what": what, "expected": c.expect, "mutations": list(c.how),
+                 "frame": c.frame.hex(), "connection before": c.history[-6:-1],
+                 "at": time.strftime("%H:%M:%S")})
+
+    def readable(self, c: Conn) -> None:
+        assert c.sock is not None
+        try:
+            chunk = c.sock.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            chunk = b""
+        if not chunk:
+            if c.expect == ANSWER:
+                self.mismatch(c, "closed instead of answering")
+            else:
+                self.result.outcomes["closed" if c.expect == CLOSE else
+                                     "size prefix lied: closed"] += 1
+            self.drop(c)
+            return
+        c.buf += chunk
+        if len(c.buf) < 8:
+            return
+        (size, correlation_id) = struct.unpack_from(">ii", c.buf)
+        if len(c.buf) < 4 + size:
+            return
+        if c.expect == ANY:
+            # the stream is out of step after a lying size prefix: done with it
+            self.result.outcomes["size prefix lied: answered"] += 1
+            self.drop(c)
+            return
+        if c.expect == CLOSE:
+            self.mismatch(c, "answered a request the decoder rejects")
+        elif c.expect == ANSWER and correlation_id != c.correlation_id:
+            self.mismatch(c, "wrong correlation id")
+        elif len(c.buf) > 4 + size:
+            self.mismatch(c, "more than one response")
+        else:
+            self.result.outcomes["answered"] += 1
+        if self.rng.random() < 0.3:  # and sometimes the client just goes
+            self.drop(c)
+            return
+        self.sel.unregister(c.sock)
+        c.expect = ""
+        c.buf.clear()
+
+    def overdue(self, c: Conn, now: float) -> None:
+        waited = now - c.sent_at
+        if c.expect == ANY:
+            if waited > LONG_POLL_GIVE_UP_S:
+                self.result.outcomes["size prefix lied: client gave up"] += 1
+                self.drop(c, reset=True)
+        elif c.may_wait_s > LONG_POLL_GIVE_UP_S and waited > LONG_POLL_GIVE_UP_S:
+            self.result.outcomes["long poll: client gave up"] += 1
+            self.abandoned_until.append(c.sent_at + c.may_wait_s)
+            self.drop(c, reset=self.rng.random() < 0.5)
+        elif waited > c.may_wait_s + ANSWER_TIMEOUT_S:
+            self.mismatch(c, f"no {c.expect} within {waited:.1f}s")
+            self.drop(c, reset=True)
+
+    def run(self, deadline: float, on_tick: Any) -> None:
+        next_tick = next_upkeep = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= next_tick:
+                if not on_tick():
+                    return
+                next_tick = now + self.cfg.sample_interval_s
+                if now >= next_upkeep:
+                    ensure_playground(self.port)
+                    next_upkeep = now + PLAYGROUND_UPKEEP_S
+            if now > deadline:
+                self.result.stopped_early = f"time budget {self.cfg.max_seconds:.0f}s spent"
+                return
+            idle = [c for c in self.conns if not c.expect]
+            if self.result.inputs_sent >= self.cfg.inputs and len(idle) == len(self.conns):
+                return
+            for c in idle:
+                if self.result.inputs_sent < self.cfg.inputs and not self.send(c):
+                    time.sleep(0.01)  # cannot connect: on_tick will find out why
+                    break
+            if len(self.sel.get_map() or {}):
+                for key, _ in self.sel.select(timeout=0.05):
+                    self.readable(key.data)
+            now = time.monotonic()
+            for c in self.conns:
+                if c.expect:
+                    self.overdue(c, now)
+
+    def close_all(self) -> None:
+        for c in self.conns:
+            self.drop(c)
+        self.sel.close()
+
+
+# ------------------------------------------------------------------------------ run
+
+
+def run(cfg: LiveConfig, out: Any = sys.stdout) -> Result:
+    result = Result(config=asdict(cfg))
+    tmp = None
+    if cfg.data_dir:  # kept: a fresh run directory under it
+        base = Path(cfg.data_dir) / time.strftime("run-%Y%m%dT%H%M%S")
+        base.mkdir(parents=True)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="pybroker-fuzz-")
+        base = Path(tmp.name)
+    overrides = {"auto.create.topics.enable": "false", "group.initial.rebalance.delay.ms": "0",
+                 **cfg.overrides}
+    broker = BrokerProcess(base / "data", cfg.port, overrides)
+
+    def say(text: str) -> None:
+        print(text, file=out, flush=True)
+
+    try:
+        say(f"fuzz-live: broker on {HOST}:{broker.port}, data {broker.data_dir}, "
+            f"log {broker.log_path}")
+        broker.start()
+        assert broker.proc is not None
+        proc = psutil.Process(broker.proc.pid)
+        admin_setup(broker.bootstrap)
+        producer = KnownProducer(broker.bootstrap)
+        for i in range(cfg.known_records):
+            producer.produce(i)
+        producer.flush()
+        say(f"fuzz-live: {len(producer.acked)} known records acknowledged")
+
+        started = time.monotonic()
+        corpus = build_corpus(cfg.corpus_per_version, cfg.seed)
+        result.corpus_build_s = time.monotonic() - started
+        result.corpus_frames = len(corpus)
+        say(f"fuzz-live: corpus of {len(corpus)} valid frames in {result.corpus_build_s:.1f}s")
+
+        rss, fds, sockets = settled_usage(proc, None, cfg.settle_s)
+        result.baseline_rss_mb, result.baseline_fds, result.baseline_sockets = rss, fds, sockets
+        # the trickle producer keeps one connection of its own open from here on
+        trickle = Trickle(producer, cfg.known_records, cfg.trickle_per_s)
+        trickle.start()
+
+        fuzzer = Fuzzer(cfg, broker.port, corpus, result)
+        last_report = [time.monotonic()]
+
+        def tick() -> bool:
+            if not broker.alive():
+                result.broker_alive = False
+                return False
+            try:
+                rss, fds, sockets = usage(proc)
+            except (psutil.Error, OSError):
+                result.broker_alive = broker.alive()
+                return result.broker_alive
+            result.rss_mb.append(rss)
+            result.fds.append(fds)
+            result.sockets.append(sockets)
+            if time.monotonic() - last_report[0] >= 10:
+                last_report[0] = time.monotonic()
+                elapsed = time.monotonic() - started
+                say(f"fuzz-live: {result.inputs_sent} inputs, {elapsed:.0f}s, "
+                    f"{result.inputs_sent / elapsed:.0f}/s, RSS {rss:.0f} MB, fds {fds} "
+                    f"({sockets} sockets), mismatches {result.mismatches}")
+            return True
+
+        started = time.monotonic()
+        try:
+            fuzzer.run(started + cfg.max_seconds, tick)
+        finally:
+            result.duration_s = time.monotonic() - started
+            fuzzer.close_all()
+            trickle.stop()
+            producer.flush()
+        acked = producer.acked
+        result.acked_records = len(acked)
+        say(f"fuzz-live: {result.inputs_sent} inputs in {result.duration_s:.1f}s; "
+            f"checking the broker")
+        del producer, trickle  # the producer's connection goes with it
+        if broker.alive():
+            rss, fds, sockets = settled_usage(proc, result.baseline_sockets, cfg.settle_s)
+            result.final_rss_mb, result.final_fds, result.final_sockets = rss, fds, sockets
+            now = time.monotonic()
+            result.waits_pending_at_end = sum(t > now for t in fuzzer.abandoned_until)
+            result.final_socket_states = dict(Counter(
+                c.status for c in proc.net_connections(kind="tcp")))
+            result.rss_mb.append(rss)
+            result.partitions_at_end = count_partitions(broker.data_dir)
+            result.acked_checked, result.acked_bad = read_back(broker.bootstrap, acked)
+        else:
+            result.broker_alive = False
+        result.broker_exit_code = broker.stop()
+        if cfg.restart_check and result.broker_alive:
+            broker.start()
+            result.acked_checked_after_restart, bad = read_back(broker.bootstrap, acked)
+            result.acked_bad += [f"after restart: {b}" for b in bad]
+            code = broker.stop()
+            if code != 0:
+                result.broker_exit_code = code
+        result.broker_errors, result.broker_warnings = broker.log_problems()
+    finally:
+        broker.kill()
+        if tmp is not None:
+            tmp.cleanup()
+    return result
+
+
+# --------------------------------------------------------------------------- report
+
+
+def summary(result: Result) -> str:
+    cfg = result.config
+    rows = [
+        ("inputs", f"{result.inputs_sent:,} (asked {cfg['inputs']:,}; seed {cfg['seed']}, "
+                   f"{cfg['connections']} connections)"),
+        ("duration", f"{result.duration_s:,.1f} s"),
+        ("inputs/s", f"{result.inputs_per_s:,.0f}"),
+        ("corpus", f"{result.corpus_frames:,} valid frames, every declared API and version "
+                   f"({result.corpus_build_s:.1f} s to build)"),
+        ("connections opened", f"{result.connects:,} ({result.connect_errors} connect errors)"),
+        ("RSS MB min/max", f"{min(result.rss_mb, default=0):.0f} / "
+                           f"{max(result.rss_mb, default=0):.0f} (baseline "
+                           f"{result.baseline_rss_mb:.0f}, final {result.final_rss_mb:.0f})"),
+        ("fds baseline/peak/final", f"{result.baseline_fds} / {max(result.fds, default=0)} / "
+                                    f"{result.final_fds}"),
+        ("sockets baseline/peak/final", f"{result.baseline_sockets} / "
+                                        f"{max(result.sockets, default=0)} / "
+                                        f"{result.final_sockets}"),
+        ("sockets at end by state", ", ".join(
+            f"{k} {v}" for k, v in sorted(result.final_socket_states.items()))),
+        ("abandoned waits not over", f"{result.waits_pending_at_end} (the broker may hold "
+                                     "their sockets until they end)"),
+        ("partition dirs at end", f"{result.partitions_at_end}"),
+        ("acked records checked", f"{result.acked_checked:,} / {result.acked_records:,} intact; "
+                                  f"after restart {result.acked_checked_after_restart:,}"),
+        ("broker log", f"{len(result.broker_errors)} errors, {result.broker_warnings:,} warnings"),
+        ("broker exit code", f"{result.broker_exit_code}"),
+        ("mismatches", f"{result.mismatches}"),
+    ]
+    rows += [(f"  {name}", f"{count:,}") for name, count in result.outcomes.most_common()]
+    rows.append(("mutations applied", ", ".join(
+        f"{name} {count:,}" for name, count in result.mutations.most_common())))
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{name:<{width}}  {value}" for name, value in rows]
+    for sample in result.mismatch_samples[:5]:
+        lines.append(f"mismatch: {json.dumps(sample)}")
+    for line in result.broker_errors[:10]:
+        lines.append(f"broker error: {line}")
+    failures = result.failures()
+    lines.append("RESULT: " + ("; ".join(failures) if failures else "ok"))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    d = LiveConfig()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--inputs", type=int, default=d.inputs, help="inputs to send")
+    ap.add_argument("--connections", type=int, default=d.connections,
+                    help="raw connections in use at once")
+    ap.add_argument("--seed", type=int, default=d.seed)
+    ap.add_argument("--corpus-per-version", type=int, default=d.corpus_per_version,
+                    help="valid frames generated per API version")
+    ap.add_argument("--known-records", type=int, default=d.known_records)
+    ap.add_argument("--trickle-per-s", type=float, default=d.trickle_per_s,
+                    help="acknowledged records produced per second during the run")
+    ap.add_argument("--max-seconds", type=float, default=d.max_seconds,
+                    help="time budget of the sending phase")
+    ap.add_argument("--rss-growth-max-mb", type=float, default=d.rss_growth_max_mb)
+    ap.add_argument("--port", type=int, default=d.port, help="broker port (default: a free one)")
+    ap.add_argument("--data-dir", help="broker data dir parent (default: a temp dir, removed)")
+    ap.add_argument("--no-restart-check", action="store_true",
+                    help="skip the restart and second read-back")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra broker setting")
+    ap.add_argument("--json", help="write the result here")
+    args = ap.parse_args(argv)
+    cfg = LiveConfig(inputs=args.inputs, connections=args.connections, seed=args.seed,
+                     corpus_per_version=args.corpus_per_version,
+                     known_records=args.known_records, trickle_per_s=args.trickle_per_s,
+                     max_seconds=args.max_seconds, rss_growth_max_mb=args.rss_growth_max_mb,
+                     port=args.port, data_dir=args.data_dir,
+                     restart_check=not args.no_restart_check,
+                     overrides=dict(o.split("=", 1) for o in args.override))
+    result = run(cfg)
+    print(summary(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result.to_json(), indent=1, default=list))
+    return 1 if result.failures() else 0
