@@ -24,23 +24,18 @@ Run by hand with ``bench/fuzz_live.py``; ``test_live.py`` runs a short one in CI
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
 import random
 import selectors
-import signal
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import warnings
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -52,28 +47,32 @@ from pybroker.protocol import (
     ProtocolError,
     UnsupportedVersionError,
     decode_request,
-    encode_request,
 )
 
 from .layout import Slot, layout
+from .livebroker import (
+    HOST,
+    BrokerProcess,
+    KnownProducer,
+    Trickle,
+    admin_setup,
+    ensure_playground,
+    read_back,
+    settled_usage,
+    usage,
+)
 from .mutate import mutate
-from .strategies import PLAYGROUND, declared_versions, encode_frame, request_bodies
+from .strategies import declared_versions, encode_frame, request_bodies
 
-HOST = "127.0.0.1"
-KNOWN_TOPIC = "pybroker-fuzz-live-known-data"
-KNOWN_PARTITIONS = 3
 PRODUCE, FETCH, JOIN_GROUP, SYNC_GROUP, API_VERSIONS = 0, 1, 11, 14, 18
+CREATE_TOPICS, CREATE_PARTITIONS = 19, 37
 #: how long the client waits for a request that may long-poll before giving up on it
 LONG_POLL_GIVE_UP_S = 1.0
 #: how long an answer (or a close) may take on a loaded 2-core box
 ANSWER_TIMEOUT_S = 10.0
-START_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 30.0
 MISMATCH_SAMPLES = 20
 #: how often the playground topics are created again (fuzzed DeleteTopics remove them)
 PLAYGROUND_UPKEEP_S = 5.0
-PLAYGROUND_PARTITIONS = (1, 3)
-CREATE_TOPICS, CREATE_PARTITIONS = 19, 37
 
 
 @dataclass
@@ -169,252 +168,12 @@ class Result:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
+        # asdict would rebuild a Counter from (key, count) pairs
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["outcomes"], out["mutations"] = dict(self.outcomes), dict(self.mutations)
         out["inputs_per_s"] = self.inputs_per_s
         out["failures"] = self.failures()
         return out
-
-
-# ---------------------------------------------------------------------------- broker
-
-
-class BrokerProcess:
-    def __init__(self, data_dir: Path, port: int, overrides: dict[str, str]) -> None:
-        self.data_dir = data_dir
-        self.port = port or free_port()
-        self.log_path = data_dir.parent / f"{data_dir.name}.log"
-        self.overrides = overrides
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{HOST}:{self.port}"
-
-    def start(self) -> None:
-        settings = {"listeners": f"PLAINTEXT://{HOST}:{self.port}", "log.dirs": str(self.data_dir),
-                    **self.overrides}
-        cmd = [sys.executable, "-m", "pybroker", "serve"]
-        for key, value in settings.items():
-            cmd += ["--override", f"{key}={value}"]
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.tail()}")
-            if api_versions_ok(self.port):
-                return
-            time.sleep(0.1)
-        self.kill()
-        raise RuntimeError(f"broker not ready in {START_TIMEOUT_S}s:\n{self.tail()}")
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def tail(self, lines: int = 60) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def log_problems(self) -> tuple[list[str], int]:
-        """(ERROR/CRITICAL lines and tracebacks, count of WARNING lines) of the log."""
-        errors: list[str] = []
-        warnings_count = 0
-        with open(self.log_path, errors="replace") as log:
-            for line in log:
-                if " WARNING " in line:
-                    warnings_count += 1
-                elif " ERROR " in line or " CRITICAL " in line or line.startswith("Traceback"):
-                    errors.append(line.rstrip())
-        return errors, warnings_count
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-def api_versions_ok(port: int) -> bool:
-    header = struct.pack(">hhih", API_VERSIONS, 0, 7, 1) + b"f"
-    try:
-        with socket.create_connection((HOST, port), timeout=1.0) as s:
-            s.sendall(struct.pack(">i", len(header)) + header)
-            data = s.recv(10)
-            return len(data) >= 10 and data[4:8] == struct.pack(">i", 7)
-    except OSError:
-        return False
-
-
-def usage(proc: psutil.Process) -> tuple[float, int, int]:
-    """(RSS MB, open fds, of which sockets) of the broker."""
-    rss = proc.memory_info().rss / 2**20
-    fd_dir = f"/proc/{proc.pid}/fd"
-    fds = sockets = 0
-    for name in os.listdir(fd_dir):
-        fds += 1
-        try:
-            sockets += os.readlink(f"{fd_dir}/{name}").startswith("socket:")
-        except OSError:
-            pass
-    return rss, fds, sockets
-
-
-def settled_usage(proc: psutil.Process, target_sockets: int | None,
-                  timeout: float) -> tuple[float, int, int]:
-    """Usage once the socket count stops falling (or reaches target), bounded."""
-    deadline = time.monotonic() + timeout
-    last = usage(proc)
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        now = usage(proc)
-        if target_sockets is not None and now[2] <= target_sockets:
-            return now
-        if target_sockets is None and now[2] == last[2]:
-            return now
-        last = now
-    return last
-
-
-# ------------------------------------------------------------------------ known data
-
-
-def known_value(i: int) -> bytes:
-    digest = hashlib.sha256(b"%d" % i).digest()
-    return digest * (1 + i % 31)
-
-
-class KnownProducer:
-    """confluent-kafka with acks=all; remembers each acknowledged record."""
-
-    def __init__(self, bootstrap: str) -> None:
-        from confluent_kafka import Producer
-
-        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                                  "linger.ms": 5, "message.timeout.ms": 30000})
-        self.acked: dict[tuple[int, int], tuple[bytes, bytes]] = {}
-        self.failed = 0
-        self.sent = 0
-
-    def produce(self, i: int) -> None:
-        key, value = b"key-%d" % i, known_value(i)
-
-        def done(err: Any, msg: Any) -> None:
-            if err is None:
-                self.acked[msg.partition(), msg.offset()] = (key, value)
-            else:
-                self.failed += 1
-
-        while True:
-            try:
-                self.producer.produce(KNOWN_TOPIC, key=key, value=value,
-                                      partition=i % KNOWN_PARTITIONS, on_delivery=done)
-                break
-            except BufferError:
-                self.producer.poll(0.1)
-        self.sent += 1
-        self.producer.poll(0)
-
-    def flush(self, timeout: float = 60.0) -> None:
-        self.producer.flush(timeout)
-
-
-class Trickle(threading.Thread):
-    """Acknowledged records produced while the fuzzing runs."""
-
-    def __init__(self, producer: KnownProducer, first: int, per_s: float) -> None:
-        super().__init__(daemon=True)
-        self.producer = producer
-        self.next = first
-        self.per_s = per_s
-        self.stop_event = threading.Event()
-
-    def run(self) -> None:
-        while self.per_s > 0 and not self.stop_event.wait(1 / self.per_s):
-            self.producer.produce(self.next)
-            self.next += 1
-
-    def stop(self) -> None:
-        self.stop_event.set()
-        self.join(10)
-
-
-def admin_setup(bootstrap: str) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [NewTopic(KNOWN_TOPIC, KNOWN_PARTITIONS, 1)]
-    topics += [NewTopic(n, p, 1) for n, p in zip(PLAYGROUND.topics, PLAYGROUND_PARTITIONS,
-                                                 strict=True)]
-    for future in admin.create_topics(topics, operation_timeout=30).values():
-        future.result(timeout=60)
-
-
-def ensure_playground(port: int) -> None:
-    """Create the playground topics again (TOPIC_ALREADY_EXISTS is fine): raw request."""
-    body = {"timeout_ms": 5000, "topics": [
-        {"name": n, "num_partitions": p, "replication_factor": 1}
-        for n, p in zip(PLAYGROUND.topics, PLAYGROUND_PARTITIONS, strict=True)]}
-    data = b"".join(encode_request(CREATE_TOPICS, 4, 1, "fuzz-upkeep", body))
-    try:
-        with socket.create_connection((HOST, port), timeout=ANSWER_TIMEOUT_S) as s:
-            s.sendall(data)
-            s.recv(65536)
-    except OSError:
-        pass  # the tick that follows checks the broker
-
-
-def read_back(bootstrap: str, acked: dict[tuple[int, int], tuple[bytes, bytes]],
-              timeout: float = 120.0) -> tuple[int, list[str]]:
-    """Consume the known topic from the start; (records intact, what was wrong)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fuzz-live-check",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    wanted = {p: max((o for q, o in acked if q == p), default=-1)
-              for p in range(KNOWN_PARTITIONS)}
-    consumer.assign([TopicPartition(KNOWN_TOPIC, p, 0) for p in range(KNOWN_PARTITIONS)])
-    seen: dict[tuple[int, int], tuple[bytes | None, bytes | None]] = {}
-    done = {p for p, last in wanted.items() if last < 0}
-    deadline = time.monotonic() + timeout
-    try:
-        while len(done) < KNOWN_PARTITIONS and time.monotonic() < deadline:
-            for msg in consumer.consume(num_messages=1000, timeout=1.0):
-                if msg.error():
-                    continue
-                seen[msg.partition(), msg.offset()] = (msg.key(), msg.value())
-                if msg.offset() >= wanted[msg.partition()]:
-                    done.add(msg.partition())
-    finally:
-        consumer.close()
-    bad = []
-    intact = 0
-    for where, record in sorted(acked.items()):
-        got = seen.get(where)
-        if got == record:
-            intact += 1
-        elif len(bad) < MISMATCH_SAMPLES:
-            bad.append(f"{where}: {'missing' if got is None else 'differs'}")
-    return intact, bad
 
 
 def count_partitions(data_dir: Path) -> int:
