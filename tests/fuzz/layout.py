@@ -9,6 +9,8 @@ the project's encoder produced (no size prefix) and lists its ``Slot``s:
 * ``ulen``: a compact (flexible) length: unsigned varint of length + 1, 0 = null;
 * ``tags``: the count varint opening a tagged-field section;
 * ``int``: a fixed-width integer field (``type`` is its primitive name);
+* ``records``: the bytes of a records field (after its length; ``type`` is the
+  length's kind), where record batches live;
 * ``api_key`` / ``api_version``: the header's first two int16s.
 """
 
@@ -123,6 +125,8 @@ class _Walker:
             self._uvarint()
         else:
             n = self.length(typ != "string")
+            if typ == "records" and n > 0:
+                self.slots.append(Slot("records", self.pos, n, self.slots[-1].kind))
             self.pos += max(n, 0)
 
 

@@ -13,10 +13,15 @@ microseconds a mutation.
 
 from __future__ import annotations
 
+import functools
+import gzip
 import random
 import struct
 from collections.abc import Callable, Sequence
 
+import zstandard
+
+from pybroker import _core
 from pybroker.protocol import APIS
 from pybroker.protocol.types import read_uvarint, uvarint_bytes
 
@@ -37,6 +42,18 @@ UNKNOWN_KEYS = (-1, -32768, 4, 17, 27, 31, 1000, 32767)
 #: never-ending, and the largest 64-bit values
 HOSTILE_VARINTS = (b"\xff" * 10 + b"\x01", b"\x80" * 12, b"\xff" * 9 + b"\x01",
                    b"\xfe" * 9 + b"\x01")
+
+#: record batch v2 header fields: name -> (offset, struct format)
+BATCH_FIELDS = {
+    "batch_length": (8, ">i"), "magic": (16, ">b"), "attributes": (21, ">h"),
+    "last_offset_delta": (23, ">i"), "base_timestamp": (27, ">q"),
+    "max_timestamp": (35, ">q"), "producer_id": (43, ">q"), "producer_epoch": (51, ">h"),
+    "base_sequence": (53, ">i"), "record_count": (57, ">i"),
+}
+BATCH_HEADER_BYTES = 61
+CRC_AT, CRC_FROM = 17, 21
+#: what a compression bomb inflates to (the broker's bound is 256 MiB)
+BOMB_BYTES = 1 << 30
 
 Mutator = Callable[[bytearray, Slot | None, random.Random, bytes | None], str]
 
@@ -138,6 +155,61 @@ def wrong_key(data: bytearray, slot: Slot | None, rng: random.Random,
     return "api_key"
 
 
+@functools.cache
+def bombs() -> dict[int, bytes]:
+    """codec -> a small records section that decompresses to BOMB_BYTES of zeros."""
+    chunk = bytes(1 << 20)
+    zstd = zstandard.ZstdCompressor(level=19).compressobj()
+    out = b"".join(zstd.compress(chunk) for _ in range(BOMB_BYTES >> 20)) + zstd.flush()
+    # gzip's ratio tops out near 1000:1: 64 MiB of zeros is ~64 KiB on the wire
+    return {1: gzip.compress(bytes(64 << 20), 9), 4: out}
+
+
+def record_batch(data: bytearray, slot: Slot | None, rng: random.Random,
+                 _donor: bytes | None) -> str:
+    """Change the first record batch inside a records field and make its CRC right
+    again, so the batch reaches the checks behind the CRC: header fields at their
+    edges, codec bits, record bytes, or a compression bomb."""
+    assert slot is not None
+    at, end = slot.offset, slot.offset + slot.width
+    if slot.width < BATCH_HEADER_BYTES or data[at + 16] != 2:
+        return bit_flips(data, None, rng, None)
+    pick = rng.randrange(10)
+    if pick < 5:
+        name = rng.choice(sorted(BATCH_FIELDS))
+        offset, fmt = BATCH_FIELDS[name]
+        lo, hi, _ = INT_RANGES[{"b": "int8", "h": "int16", "i": "int32", "q": "int64"}[fmt[1]]]
+        struct.pack_into(fmt, data, at + offset,
+                         rng.choice([lo, hi, -1, 0, 1, 2, rng.randint(lo, hi)]))
+        what = f"batch:{name}"
+    elif pick < 7:
+        codec = rng.randrange(8)
+        (attributes,) = struct.unpack_from(">h", data, at + 21)
+        struct.pack_into(">h", data, at + 21, (attributes & ~7) | codec)
+        what = f"batch:codec{codec}"
+    elif pick < 9 and slot.width > BATCH_HEADER_BYTES:
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(at + BATCH_HEADER_BYTES, end)] = rng.randrange(256)
+        what = "batch:records"
+    elif slot.type == "len32":
+        codec, body = rng.choice(sorted(bombs().items()))
+        batch = bytearray(data[at:at + BATCH_HEADER_BYTES]) + body
+        struct.pack_into(">i", batch, 8, len(batch) - 12)
+        (attributes,) = struct.unpack_from(">h", batch, 21)
+        struct.pack_into(">h", batch, 21, (attributes & ~7) | codec)
+        struct.pack_into(">I", batch, CRC_AT, _core.crc32c(bytes(batch[CRC_FROM:])))
+        data[at:end] = batch
+        struct.pack_into(">i", data, at - 4, len(batch))
+        return f"batch:bomb{codec}"
+    else:
+        return bit_flips(data, None, rng, None)
+    (length,) = struct.unpack_from(">i", data, at + 8)
+    crc_end = min(end, at + 12 + max(length, 0))
+    if crc_end > at + CRC_FROM:
+        struct.pack_into(">I", data, at + CRC_AT, _core.crc32c(bytes(data[at + CRC_FROM:crc_end])))
+    return what
+
+
 def bit_flips(data: bytearray, _slot: Slot | None, rng: random.Random,
               _donor: bytes | None) -> str:
     for _ in range(rng.choice([1, 1, 2, 4, 8])):
@@ -210,6 +282,7 @@ SLOT_MUTATORS: dict[str, tuple[Mutator, int]] = {
     "tags": (bogus_tags, 10),
     "api_version": (wrong_version, 6),
     "api_key": (wrong_key, 2),
+    "records": (record_batch, 150),
 }
 BYTE_MUTATORS: tuple[tuple[Mutator, int], ...] = (
     (bit_flips, 16), (interesting_bytes, 8), (truncate, 8), (extend, 6), (insert, 4),
