@@ -8,10 +8,11 @@
 3. Build the corpus: valid request frames of every declared API and version, drawn
    from the Hypothesis strategies with a fixed seed, and the layout of each.
 4. Send N inputs over C raw connections at once: a few percent valid corpus requests,
-   the rest mutations of them (``mutate``), a few with a lying size prefix. The
-   project's own decoder predicts each outcome (the server layer must agree with it):
-   an answer with the right correlation id, no answer (acks=0 produce), or the
-   connection closed. Disagreements are recorded with the frame, for replay.
+   the rest mutations of them (``mutate``), a few with a lying size prefix, some
+   pipelined in bursts of 2-5. The project's own decoder predicts each outcome (the
+   server layer must agree with it): an answer with the right correlation id, in
+   order, no answer (acks=0 produce), or the connection closed (after answering
+   what came before it). Disagreements are recorded with the frame, for replay.
 5. Every second: the broker's RSS, fd and socket counts; that the process is alive.
 6. At the end: sockets back to the baseline (bounded wait), RSS growth bounded,
    every acknowledged record read back intact, no ERROR or traceback in the broker's
@@ -33,7 +34,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -84,6 +85,8 @@ class LiveConfig:
     #: share of inputs sent unmutated, and with a size prefix that lies
     valid_share: float = 0.05
     framing_share: float = 0.01
+    #: share of sends that pipeline 1-4 valid requests and an input on one connection
+    pipeline_share: float = 0.1
     known_records: int = 5000
     #: acknowledged records produced per second while the fuzzing runs
     trickle_per_s: float = 50.0
@@ -256,17 +259,32 @@ def expectation(frame: bytes) -> tuple[str, int, float]:
 
 
 @dataclass
+class Sent:
+    """One input on a connection, with what the decoder says must come of it."""
+
+    expect: str
+    correlation_id: int
+    may_wait_s: float
+    frame: bytes
+    how: tuple[str, ...]
+
+
+@dataclass
 class Conn:
     sock: socket.socket | None = None
-    expect: str = ""
-    correlation_id: int = 0
-    may_wait_s: float = 0.0
-    sent_at: float = 0.0
-    frame: bytes = b""
-    how: tuple[str, ...] = ()
+    #: inputs sent and not yet settled, in order (a pipelined burst holds several)
+    pending: deque[Sent] = field(default_factory=deque)
+    #: when the request at the head of ``pending`` started to wait
+    since: float = 0.0
     buf: bytearray = field(default_factory=bytearray)
     #: what this connection carried before (for a mismatch's report)
     history: list[str] = field(default_factory=list)
+
+    def head(self) -> Sent | None:
+        """The first pending input that expects something (acks=0 produce expects nothing)."""
+        while self.pending and self.pending[0].expect == SILENT:
+            self.pending.popleft()
+        return self.pending[0] if self.pending else None
 
 
 class Fuzzer:
@@ -281,12 +299,12 @@ class Fuzzer:
         #: when each request the client gave up on may end its wait (monotonic time)
         self.abandoned_until: list[float] = []
 
-    def next_input(self) -> tuple[bytes, bytes, tuple[str, ...]]:
-        """(bytes to send, the frame as the decoder sees it, mutation names)."""
+    def next_input(self, valid: bool = False) -> tuple[bytes, Sent]:
+        """The bytes to send (size prefix included) and what must come of them."""
         rng = self.rng
         entry = self.corpus[rng.randrange(len(self.corpus))]
         roll = rng.random()
-        if roll < self.cfg.valid_share:
+        if valid or roll < self.cfg.valid_share:
             frame, how = entry.frame, ["valid"]
         else:
             donor = self.corpus[rng.randrange(len(self.corpus))].frame
@@ -294,8 +312,10 @@ class Fuzzer:
         size = len(frame)
         if roll > 1 - self.cfg.framing_share:
             size = rng.choice([size + 1, size + 8, max(size - 1, 0), 2**31 - 1, -1, 0])
-            how = [*how, "size-prefix"]
-        return struct.pack(">i", size) + frame, frame, tuple(how)
+            sent = Sent(ANY, 0, 0.0, frame, (*how, "size-prefix"))
+        else:
+            sent = Sent(*expectation(frame), frame, tuple(how))
+        return struct.pack(">i", size) + frame, sent
 
     def connect(self, c: Conn) -> bool:
         try:
@@ -310,27 +330,43 @@ class Fuzzer:
 
     def drop(self, c: Conn, reset: bool = False) -> None:
         if c.sock is not None:
-            if c.expect:
+            if c.sock in self.sel.get_map():
                 self.sel.unregister(c.sock)
             if reset:  # RST instead of FIN: no TIME_WAIT left behind, and a path of its own
                 c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             c.sock.close()
         c.sock = None
-        c.expect = ""
+        c.pending.clear()
         c.buf.clear()
         c.history.clear()
 
     def send(self, c: Conn) -> bool:
-        """Send the next input on an idle connection; False when it could not connect."""
+        """Send the next input, or a pipelined burst of them, on an idle connection;
+        False when it could not connect."""
         if c.sock is None and not self.connect(c):
             return False
-        data, frame, how = self.next_input()
-        self.result.mutations.update(how)
-        self.result.inputs_sent += 1
-        if "size-prefix" in how:
-            expect, correlation_id, may_wait = ANY, 0, 0.0
-        else:
-            expect, correlation_id, may_wait = expectation(frame)
+        burst = 1
+        if self.rng.random() < self.cfg.pipeline_share:
+            burst = self.rng.randint(2, 5)
+        burst = min(burst, self.cfg.inputs - self.result.inputs_sent)
+        data = bytearray()
+        reached = True  # the broker reads no further than a request it closes on
+        for i in range(burst):
+            # a burst is valid requests, then one input like any other: answers in
+            # order, then whatever the last one gets (a close answers the rest first)
+            raw, sent = self.next_input(valid=i < burst - 1)
+            data += raw
+            self.result.mutations.update(sent.how)
+            self.result.inputs_sent += 1
+            c.history.append(f"{sent.expect}:{sent.frame[:48].hex()}")
+            if not reached:
+                self.result.outcomes["pipelined behind a close (never read)"] += 1
+                continue
+            if sent.expect == SILENT:
+                self.result.outcomes["acks=0 produce (no answer expected)"] += 1
+            c.pending.append(sent)
+            reached = sent.expect not in (CLOSE, ANY)
+        del c.history[:-8]
         assert c.sock is not None
         try:
             c.sock.sendall(data)
@@ -339,24 +375,23 @@ class Fuzzer:
             self.result.outcomes["send failed (closed earlier)"] += 1
             self.drop(c)
             return True
-        if expect == SILENT:
-            self.result.outcomes["acks=0 produce (no answer expected)"] += 1
+        c.since = time.monotonic()
+        if c.head() is None:  # acks=0 produce only: nothing will come back
             self.drop(c, reset=self.rng.random() < 0.5)
-            return True
-        c.expect, c.correlation_id, c.may_wait_s = expect, correlation_id, may_wait
-        c.sent_at, c.frame, c.how = time.monotonic(), frame, how
-        c.history.append(f"{expect}:{frame[:64].hex()}")
-        self.sel.register(c.sock, selectors.EVENT_READ, c)
+        else:
+            self.sel.register(c.sock, selectors.EVENT_READ, c)
         return True
 
-    def mismatch(self, c: Conn, what: str) -> None:
+    def mismatch(self, c: Conn, sent: Sent | None, what: str) -> None:
         self.result.mismatches += 1
         self.result.outcomes[f"MISMATCH: {what}"] += 1
         if len(self.result.mismatch_samples) < MISMATCH_SAMPLES:
-            self.result.mismatch_samples.append(
-                {"what": what, "expected": c.expect, "mutations": list(c.how),
-                 "frame": c.frame.hex(), "connection before": c.history[-6:-1],
-                 "at": time.strftime("%H:%M:%S")})
+            self.result.mismatch_samples.append({
+                "what": what, "expected": sent.expect if sent else None,
+                "mutations": list(sent.how) if sent else [],
+                "frame": sent.frame.hex() if sent else "", "connection": c.history,
+                "at": time.strftime("%H:%M:%S")})
+        self.drop(c, reset=True)
 
     def readable(self, c: Conn) -> None:
         assert c.sock is not None
@@ -365,54 +400,60 @@ class Fuzzer:
         except (ConnectionResetError, BrokenPipeError):
             chunk = b""
         if not chunk:
-            if c.expect == ANSWER:
-                self.mismatch(c, "closed instead of answering")
-            else:
-                self.result.outcomes["closed" if c.expect == CLOSE else
-                                     "size prefix lied: closed"] += 1
+            head = c.head()
+            if head is None or head.expect == ANSWER:
+                self.mismatch(c, head, "closed instead of answering")
+                return
+            self.result.outcomes["closed" if head.expect == CLOSE else
+                                 "size prefix lied: closed"] += 1
             self.drop(c)
             return
         c.buf += chunk
-        if len(c.buf) < 8:
-            return
-        (size, correlation_id) = struct.unpack_from(">ii", c.buf)
-        if len(c.buf) < 4 + size:
-            return
-        if c.expect == ANY:
-            # the stream is out of step after a lying size prefix: done with it
-            self.result.outcomes["size prefix lied: answered"] += 1
-            self.drop(c)
-            return
-        if c.expect == CLOSE:
-            self.mismatch(c, "answered a request the decoder rejects")
-        elif c.expect == ANSWER and correlation_id != c.correlation_id:
-            self.mismatch(c, "wrong correlation id")
-        elif len(c.buf) > 4 + size:
-            self.mismatch(c, "more than one response")
-        else:
+        while len(c.buf) >= 8:
+            (size, correlation_id) = struct.unpack_from(">ii", c.buf)
+            if len(c.buf) < 4 + size:
+                return
+            del c.buf[:4 + size]
+            head = c.head()
+            if head is not None and head.expect == ANY:
+                # the stream is out of step after a lying size prefix: done with it
+                self.result.outcomes["size prefix lied: answered"] += 1
+                self.drop(c)
+                return
+            if head is None or head.expect == CLOSE:
+                self.mismatch(c, head, "answered a request the decoder rejects")
+                return
+            if correlation_id != head.correlation_id:
+                self.mismatch(c, head, "wrong correlation id (or out of order)")
+                return
             self.result.outcomes["answered"] += 1
-        if self.rng.random() < 0.3:  # and sometimes the client just goes
-            self.drop(c)
-            return
-        self.sel.unregister(c.sock)
-        c.expect = ""
-        c.buf.clear()
+            c.pending.popleft()
+            c.since = time.monotonic()
+        if c.head() is None:
+            if c.buf:
+                self.mismatch(c, None, "bytes after the last response")
+            elif self.rng.random() < 0.3:  # and sometimes the client just goes
+                self.drop(c)
+            else:
+                self.sel.unregister(c.sock)
 
     def overdue(self, c: Conn, now: float) -> None:
-        waited = now - c.sent_at
-        if c.expect == ANY:
+        head = c.head()
+        if head is None:
+            return
+        waited = now - c.since
+        if head.expect == ANY:
             if waited > LONG_POLL_GIVE_UP_S:
                 self.result.outcomes["size prefix lied: client gave up"] += 1
                 self.drop(c, reset=True)
-        elif c.may_wait_s > LONG_POLL_GIVE_UP_S and waited > LONG_POLL_GIVE_UP_S:
+        elif head.may_wait_s > LONG_POLL_GIVE_UP_S and waited > LONG_POLL_GIVE_UP_S:
             self.result.outcomes["long poll: client gave up"] += 1
-            self.abandoned_until.append(c.sent_at + c.may_wait_s)
+            self.abandoned_until.append(c.since + head.may_wait_s)
             self.drop(c, reset=self.rng.random() < 0.5)
-        elif waited > c.may_wait_s + ANSWER_TIMEOUT_S:
-            self.mismatch(c, f"no {c.expect} within {waited:.1f}s")
-            self.drop(c, reset=True)
+        elif waited > head.may_wait_s + ANSWER_TIMEOUT_S:
+            self.mismatch(c, head, f"no {head.expect} within {waited:.1f}s")
 
-    def run(self, deadline: float, on_tick: Any) -> None:
+    def run(self, deadline: float, on_tick: Callable[[], bool]) -> None:
         next_tick = next_upkeep = 0.0
         while True:
             now = time.monotonic()
@@ -426,19 +467,20 @@ class Fuzzer:
             if now > deadline:
                 self.result.stopped_early = f"time budget {self.cfg.max_seconds:.0f}s spent"
                 return
-            idle = [c for c in self.conns if not c.expect]
+            idle = [c for c in self.conns if not c.pending]
             if self.result.inputs_sent >= self.cfg.inputs and len(idle) == len(self.conns):
                 return
             for c in idle:
                 if self.result.inputs_sent < self.cfg.inputs and not self.send(c):
                     time.sleep(0.01)  # cannot connect: on_tick will find out why
                     break
-            if len(self.sel.get_map() or {}):
+            if self.sel.get_map():
                 for key, _ in self.sel.select(timeout=0.05):
-                    self.readable(key.data)
+                    if key.data.sock is not None:
+                        self.readable(key.data)
             now = time.monotonic()
             for c in self.conns:
-                if c.expect:
+                if c.pending:
                     self.overdue(c, now)
 
     def close_all(self) -> None:

@@ -2,7 +2,8 @@
 
 ``mutate(frame, slots, rng)`` applies one to three mutations and returns the new
 bytes with the names of what it did. Slot mutations (hostile lengths and counts,
-boundary integers, bogus tagged fields, a wrong api key or version) run first,
+boundary integers, bogus tagged fields, a wrong api key or version, record batches
+changed behind a recomputed CRC, compression bombs) run first,
 from the last slot to the first, so a mutation that changes a width never moves a
 slot still to be mutated; byte mutations (bit flips, truncation, extension,
 insertion, deletion, duplication, splicing) follow. Everything is driven by one
