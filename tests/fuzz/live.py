@@ -1,7 +1,8 @@
 """The live long run: mutated requests over many raw connections to a broker process.
 
 1. Start ``pybroker serve`` on loopback (a free port unless given) with a fresh data dir.
-2. Create the playground topics the corpus names, and the known-data topic, which no
+2. Create the playground topics the corpus names, a group member and an idempotent
+   producer it names too (``state.establish``), and the known-data topic, which no
    corpus request names. Produce known records with confluent-kafka (acks=all) and
    record every acknowledged (partition, offset) -> (key, value); a slow trickle of
    further acknowledged records keeps going while the fuzzing runs.
@@ -25,6 +26,7 @@ Run by hand with ``bench/fuzz_live.py``; ``test_live.py`` runs a short one in CI
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import selectors
@@ -58,12 +60,14 @@ from .livebroker import (
     Trickle,
     admin_setup,
     ensure_playground,
+    raw_request,
     read_back,
     settled_usage,
     usage,
 )
 from .mutate import mutate
-from .strategies import declared_versions, encode_frame, request_bodies
+from .state import establish
+from .strategies import Names, declared_versions, encode_frame, request_bodies
 
 PRODUCE, FETCH, JOIN_GROUP, SYNC_GROUP, API_VERSIONS = 0, 1, 11, 14, 18
 CREATE_TOPICS, CREATE_PARTITIONS = 19, 37
@@ -193,17 +197,17 @@ class Entry:
     slots: list[Slot]
 
 
-def build_corpus(per_version: int, seed: int) -> list[Entry]:
+def build_corpus(per_version: int, seed: int, names: Names) -> list[Entry]:
     """Valid frames of every declared API and version, drawn with a fixed seed."""
     frames: list[bytes] = []
     for api, version in declared_versions():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _collector(api, version, per_version, seed, frames)()
+            _collector(api, version, per_version, seed, names, frames)()
     return [Entry(f, layout(f)) for f in frames]
 
 
-def _collector(api: Api, version: int, count: int, seed: int,
+def _collector(api: Api, version: int, count: int, seed: int, names: Names,
                frames: list[bytes]) -> Callable[[], None]:
     """A Hypothesis run that appends ``count`` encoded requests to ``frames``."""
     import hypothesis
@@ -216,7 +220,7 @@ def _collector(api: Api, version: int, count: int, seed: int,
     @hypothesis.seed(seed)
     @hypothesis.settings(max_examples=count, database=None, deadline=None,
                          phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @hypothesis.given(request_bodies(api, version))
+    @hypothesis.given(request_bodies(api, version, names))
     def collect(body: dict[str, Any]) -> None:
         if validate_only:
             body["validate_only"] = True
@@ -521,8 +525,9 @@ def run(cfg: LiveConfig, out: Any = sys.stdout) -> Result:
         producer.flush()
         say(f"fuzz-live: {len(producer.acked)} known records acknowledged")
 
+        names = establish(functools.partial(raw_request, broker.port))
         started = time.monotonic()
-        corpus = build_corpus(cfg.corpus_per_version, cfg.seed)
+        corpus = build_corpus(cfg.corpus_per_version, cfg.seed, names)
         result.corpus_build_s = time.monotonic() - started
         result.corpus_frames = len(corpus)
         say(f"fuzz-live: corpus of {len(corpus)} valid frames in {result.corpus_build_s:.1f}s")

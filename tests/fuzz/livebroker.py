@@ -23,7 +23,7 @@ from typing import Any
 
 import psutil
 
-from pybroker.protocol import encode_request
+from pybroker.protocol import decode_response, encode_request
 
 from .strategies import PLAYGROUND
 
@@ -230,6 +230,26 @@ def admin_setup(bootstrap: str) -> None:
                                                  strict=True)]
     for future in admin.create_topics(topics, operation_timeout=30).values():
         future.result(timeout=60)
+
+
+def raw_request(port: int, api_key: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    """One valid request on a connection of its own; the decoded response body."""
+    data = b"".join(encode_request(api_key, version, 1, "fuzz-live", body))
+    with socket.create_connection((HOST, port), timeout=REQUEST_TIMEOUT_S) as s:
+        s.sendall(data)
+        (size,) = struct.unpack(">i", recv_exact(s, 4))
+        _, decoded = decode_response(api_key, version, recv_exact(s, size))
+    return decoded
+
+
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = s.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return bytes(out)
 
 
 def ensure_playground(port: int) -> None:

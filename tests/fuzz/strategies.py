@@ -12,6 +12,7 @@ delete or reconfigure it except through a bug.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,11 @@ class Names:
 
     topics: tuple[str, ...] = ("fz-a", "fz-b")
     groups: tuple[str, ...] = ("fz-group",)
+    #: a live member of the first group, its generation (state.establish)
+    members: tuple[str, ...] = ()
+    generations: tuple[int, ...] = ()
+    #: (producer id, epoch) pairs from InitProducerId
+    producers: tuple[tuple[int, int], ...] = ()
 
 
 PLAYGROUND = Names()
@@ -59,24 +65,44 @@ INT_HINTS: dict[str, tuple[int, ...]] = {
 #: partition counts: small or absurd, never in between (a legal request for
 #: 5000 partitions only costs this test time and file descriptors)
 COUNT_FIELDS = {"num_partitions", "count"}
+GENERATION_FIELDS = {"generation_id", "generation_id_or_member_epoch"}
 COUNT_EXTREMES = (-(2**31), -2, 10001, 2**31 - 1)
 
 
-def _int(typ: str, name: str) -> st.SearchStrategy[int]:
+def _int(typ: str, name: str, names: Names) -> st.SearchStrategy[int]:
     lo, hi, _ = INT_RANGES[typ]
     if name in COUNT_FIELDS:
         return st.integers(-1, 4) | st.sampled_from(COUNT_EXTREMES)
     first = INT_HINTS.get(name, SMALL_INTS)
+    if name in GENERATION_FIELDS:
+        first = names.generations + SMALL_INTS
+    elif name == "producer_id" and names.producers:
+        first = tuple(p for p, _ in names.producers) + SMALL_INTS
+    elif name == "producer_epoch" and names.producers:
+        first = tuple(e for _, e in names.producers) + SMALL_INTS
     return st.sampled_from([v for v in first if lo <= v <= hi]) | st.integers(lo, hi)
 
 
-def _batches() -> st.SearchStrategy[bytes]:
-    """One or two uncompressed v2 batches built by the project's own encoder."""
+def _batches(names: Names) -> st.SearchStrategy[bytes]:
+    """One or two uncompressed v2 batches built by the project's own encoder, some
+    from a known idempotent producer (id, epoch and a small first sequence)."""
     record = st.tuples(st.none() | st.binary(max_size=8), st.none() | st.binary(max_size=48))
     batch = st.builds(
         lambda recs, ts: _core.build_batch([k for k, _ in recs], [v for _, v in recs], ts),
         st.lists(record, min_size=1, max_size=3), st.integers(0, 2**42))
+    if names.producers:
+        idempotent = st.builds(_as_producer, batch, st.sampled_from(names.producers),
+                               st.integers(-1, 6))
+        batch = batch | idempotent
     return st.lists(batch, min_size=1, max_size=2).map(b"".join)
+
+
+def _as_producer(batch: bytes, producer: tuple[int, int], sequence: int) -> bytes:
+    """``batch`` written by ``producer`` from ``sequence`` on, its CRC made right again."""
+    out = bytearray(batch)
+    struct.pack_into(">qhi", out, 43, producer[0], producer[1], sequence)
+    struct.pack_into(">I", out, 17, _core.crc32c(bytes(out[21:])))
+    return bytes(out)
 
 
 def _string(parent: str, name: str, names: Names) -> st.SearchStrategy[str]:
@@ -86,6 +112,8 @@ def _string(parent: str, name: str, names: Names) -> st.SearchStrategy[str]:
         return st.sampled_from(names.topics) | valid | text
     if name in GROUP_FIELDS:
         return st.sampled_from(names.groups) | text
+    if name == "member_id" and names.members:
+        return st.sampled_from(names.members) | text
     if (parent, name) == ("configs", "name") or name == "configuration_keys":
         return st.sampled_from(sorted(TOPIC_KEYS)) | text
     if (parent, name) == ("configs", "value"):
@@ -97,7 +125,7 @@ def _string(parent: str, name: str, names: Names) -> st.SearchStrategy[str]:
 
 def _primitive(typ: str, parent: str, name: str, names: Names) -> st.SearchStrategy[Any]:
     if typ in INT_RANGES:
-        return _int(typ, name)
+        return _int(typ, name, names)
     if typ == "bool":
         return st.booleans()
     if typ == "float64":
@@ -109,7 +137,7 @@ def _primitive(typ: str, parent: str, name: str, names: Names) -> st.SearchStrat
     if typ == "bytes":
         return st.binary(max_size=32)
     if typ == "records":
-        return _batches() | st.binary(max_size=64)
+        return _batches(names) | st.binary(max_size=64)
     if typ == "uvarint":
         return st.integers(0, 2**63 - 1)
     return st.integers(-(2**63), 2**63 - 1)  # varint, varlong

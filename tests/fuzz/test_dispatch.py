@@ -41,7 +41,8 @@ from .inprocess import ANSWER_TIMEOUT_S, Exchange, InProcessBroker
 from .layout import layout
 from .mutate import mutate
 from .settings import fuzz_settings
-from .strategies import PLAYGROUND, advertised_versions, request_frames
+from .state import establish
+from .strategies import PLAYGROUND, Names, advertised_versions, request_frames
 
 pytestmark = pytest.mark.fuzz
 
@@ -122,6 +123,12 @@ def fuzz(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker]:
         yield broker
     finally:
         broker.close()
+
+
+@pytest.fixture(scope="module")
+def names(fuzz: InProcessBroker) -> Names:
+    """The playground, plus a live group member and an idempotent producer."""
+    return establish(fuzz.request)
 
 
 @pytest.fixture(scope="module")
@@ -237,9 +244,9 @@ def dispatch(fuzz: InProcessBroker, frame: bytes, label: str) -> None:
 @pytest.mark.parametrize(("api", "version"), CASES, ids=IDS)
 @fuzz_settings(examples=10)
 @given(data=st.data(), rng=st.randoms(use_true_random=False))
-def test_dispatch(fuzz: InProcessBroker, api: Api, version: int, data: st.DataObject,
-                  rng: random.Random) -> None:
-    frame, _ = data.draw(request_frames(api, version))
+def test_dispatch(fuzz: InProcessBroker, names: Names, api: Api, version: int,
+                  data: st.DataObject, rng: random.Random) -> None:
+    frame, _ = data.draw(request_frames(api, version, names))
     note(f"request: {frame.hex()}")
     dispatch(fuzz, frame, api.name)
     slots = layout(frame)
