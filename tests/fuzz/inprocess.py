@@ -47,6 +47,14 @@ class RecordingConnection:
     async def flush(self) -> None:
         pass
 
+    # the busy/idle bookkeeping a socket connection keeps for its idle sweeper
+    # (connections.max.idle.ms); there is no socket to sweep here
+    def request_started(self, received_ms: float) -> None:
+        pass
+
+    def request_done(self) -> None:
+        pass
+
 
 @dataclass
 class Exchange:
@@ -94,15 +102,17 @@ class InProcessBroker:
         logging.getLogger("pybroker").addHandler(self.errors)
         self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
         self.portal = self._portal_cm.__enter__()
-        self.dispatcher = Dispatcher(self.broker)
+        self.dispatcher = Dispatcher(self.broker.context)
         self._background = self.portal.start_task_soon(self._run_background)
         self.in_flight: list[Exchange] = []
         self._correlation = 0
 
     async def _run_background(self) -> None:
         async with anyio.create_task_group() as tg:
+            # what Broker.serve runs besides the listeners
             tg.start_soon(self.broker.groups.run)
             tg.start_soon(self.broker.logs.run_schedulers)
+            tg.start_soon(self.broker.fetchers.run)
 
     def submit(self, frame: bytes, label: str = "") -> Exchange:
         """Hand one frame (no size prefix) to the dispatcher, as a new connection would."""
