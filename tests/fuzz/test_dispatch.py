@@ -242,7 +242,7 @@ def dispatch(fuzz: InProcessBroker, frame: bytes, label: str) -> None:
 
 
 @pytest.mark.parametrize(("api", "version"), CASES, ids=IDS)
-@fuzz_settings(examples=10)
+@fuzz_settings(examples=20)
 @given(data=st.data(), rng=st.randoms(use_true_random=False))
 def test_dispatch(fuzz: InProcessBroker, names: Names, api: Api, version: int,
                   data: st.DataObject, rng: random.Random) -> None:
