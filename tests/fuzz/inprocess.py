@@ -1,12 +1,13 @@
 """The real Dispatcher and handlers over a real Broker on a temp dir, in this process.
 
-No sockets: a ``RecordingConnection`` stands in for ``server.connection.Connection``
-(the dispatcher only writes responses to it and reads its peer address) and keeps
-every response frame. The broker's event loop runs in a blocking portal thread, with
-the group coordinator's and the log schedulers' loops beside it, so a test can hand
-it frames from synchronous Hypothesis code. A request whose handler waits (a long
-poll, a rebalance) stays in flight while later ones run, as it would on another
-connection; ``close()`` cancels what is still waiting.
+No client sockets: a ``RecordingConnection`` stands in for
+``server.connection.Connection`` (the dispatcher writes responses to it, reads its
+peer address and marks it busy while a handler runs) and keeps every response
+frame. ``Broker.serve`` runs in a blocking portal thread (it wires and runs every
+part: store, logs, replicas, groups, schedulers), so a test can hand frames to a
+``Dispatcher`` over the broker's context from synchronous Hypothesis code. A
+request whose handler waits (a long poll, a rebalance) stays in flight while later
+ones run, as it would on another connection; ``close()`` cancels what still waits.
 """
 
 from __future__ import annotations
@@ -83,6 +84,14 @@ class ErrorLog(logging.Handler):
         return out
 
 
+class _Broker(Broker):
+    """The broker, minus the signal handlers: those belong to the main thread, and this
+    one runs in the portal's."""
+
+    async def _watch_signals(self) -> None:
+        await anyio.sleep_forever()
+
+
 @dataclass
 class InProcessBroker:
     data_dir: Path
@@ -90,29 +99,24 @@ class InProcessBroker:
 
     def __post_init__(self) -> None:
         settings = {
+            # bound but unused: requests go straight to a Dispatcher
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "log.dirs": str(self.data_dir),
             # a lone member's JoinGroup completes at once instead of after 3 s
             "group.initial.rebalance.delay.ms": "0",
             **self.overrides,
         }
-        self.broker = Broker(BrokerConfig(settings))
-        self.broker.startup()
         self.errors = ErrorLog()
         logging.getLogger("pybroker").addHandler(self.errors)
+        self.broker = _Broker(BrokerConfig(settings))
         self._portal_cm: AbstractContextManager[BlockingPortal] = start_blocking_portal()
         self.portal = self._portal_cm.__enter__()
+        # serve() wires everything (store, logs, replicas, groups, schedulers) and runs it
+        self._serving, _ = self.portal.start_task(self.broker.serve)
+        assert self.broker.context is not None
         self.dispatcher = Dispatcher(self.broker.context)
-        self._background = self.portal.start_task_soon(self._run_background)
         self.in_flight: list[Exchange] = []
         self._correlation = 0
-
-    async def _run_background(self) -> None:
-        async with anyio.create_task_group() as tg:
-            # what Broker.serve runs besides the listeners
-            tg.start_soon(self.broker.groups.run)
-            tg.start_soon(self.broker.logs.run_schedulers)
-            tg.start_soon(self.broker.fetchers.run)
 
     def submit(self, frame: bytes, label: str = "") -> Exchange:
         """Hand one frame (no size prefix) to the dispatcher, as a new connection would."""
@@ -135,11 +139,12 @@ class InProcessBroker:
         return decoded
 
     def close(self) -> None:
-        for exchange in self.in_flight:
-            exchange.future.cancel()
-        self._background.cancel()
+        """Cancel what still waits, stop the broker (a clean shutdown) and its loop."""
         try:
-            self._portal_cm.__exit__(None, None, None)
+            for exchange in self.in_flight:
+                exchange.future.cancel()
+            self.portal.call(self.broker.stop)
+            self._serving.result(ANSWER_TIMEOUT_S)
         finally:
+            self._portal_cm.__exit__(None, None, None)
             logging.getLogger("pybroker").removeHandler(self.errors)
-            self.broker.shutdown()
