@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from pybroker._core import StorageError
+from pybroker.server.bad_requests import RateLimitedLog
 from pybroker.server.memory import READ_BUFFER_BYTES, give_read_buffer, take_read_buffer
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from pybroker.server.registry import ConnectionRegistry
 
 log = logging.getLogger(__name__)
+#: refused requests, logged at a bounded rate (a hostile client must not fill the log)
+refused = RateLimitedLog(log)
 
 #: frames up to this size (with their 4-byte size prefix) are parsed from the read-ahead buffer
 SMALL_FRAME_BYTES = READ_BUFFER_BYTES - 4
@@ -434,7 +437,7 @@ async def serve_connection(
         with anyio.move_on_after(1):
             await _flush_quietly(conn)
     except FrameTooLarge as exc:
-        log.warning("closing %s: request size %s outside [0, %d]", conn.peer, exc.args[0],
+        refused.warning("closing %s: request size %s outside [0, %d]", conn.peer, exc.args[0],
                     conn.max_request_bytes)
         with anyio.move_on_after(1):
             await _flush_quietly(conn)

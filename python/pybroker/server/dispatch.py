@@ -10,12 +10,15 @@ from typing import TYPE_CHECKING, Any
 from pybroker import protocol
 from pybroker.errors import ErrorCode
 from pybroker.handlers.registry import HANDLERS
+from pybroker.server.bad_requests import RateLimitedLog
 from pybroker.server.connection import Connection
 
 if TYPE_CHECKING:
     from pybroker.handlers.context import BrokerContext
 
 log = logging.getLogger(__name__)
+#: refused requests, logged at a bounded rate (a hostile client must not fill the log)
+refused = RateLimitedLog(log)
 
 API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
@@ -49,14 +52,14 @@ class Dispatcher:
                     API_VERSIONS_KEY, 0, exc.header.correlation_id,
                     api_versions_body(ErrorCode.UNSUPPORTED_VERSION)))
                 return True
-            log.warning("closing %s: unsupported version %d of API %d", conn.peer,
+            refused.warning("closing %s: unsupported version %d of API %d", conn.peer,
                         exc.header.api_version, exc.header.api_key)
             return False
         except protocol.UnknownApiError as exc:
-            log.warning("closing %s: unknown API key (%s)", conn.peer, exc)
+            refused.warning("closing %s: unknown API key (%s)", conn.peer, exc)
             return False
         except protocol.MalformedRequestError as exc:
-            log.warning("closing %s: malformed request: %s", conn.peer, exc)
+            refused.warning("closing %s: malformed request: %s", conn.peer, exc)
             return False
         spec = HANDLERS.get(header.api_key)
         if spec is None or not spec.min_version <= header.api_version <= spec.max_version:
@@ -65,7 +68,7 @@ class Dispatcher:
                     API_VERSIONS_KEY, 0, header.correlation_id,
                     api_versions_body(ErrorCode.UNSUPPORTED_VERSION)))
                 return True
-            log.warning("closing %s: API %d v%d not supported", conn.peer, header.api_key,
+            refused.warning("closing %s: API %d v%d not supported", conn.peer, header.api_key,
                         header.api_version)
             return False
         # only produce acks are held back to be sent together; anything else (a fetch
