@@ -3,7 +3,9 @@
     python kafka_python_member.py BOOTSTRAP TOPIC GROUP SECONDS
 
 Consumes for SECONDS, then prints one JSON line: the partitions assigned at that
-moment and every (partition, offset) it received, and leaves the group."""
+moment and every (partition, offset) it received; then waits for a line on stdin
+before it commits and leaves the group (so one member leaving cannot hand its
+partitions to another that has not reported yet)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ def main() -> None:
             received.update((r.partition, r.offset) for r in records)
     assignment = sorted(tp.partition for tp in consumer.assignment())
     print(json.dumps({"assignment": assignment, "records": sorted(received)}), flush=True)
+    sys.stdin.readline()
     consumer.commit()
     consumer.close()
 

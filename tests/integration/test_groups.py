@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import select
 import subprocess
 import sys
 import time
@@ -210,16 +211,30 @@ def test_kafka_python_group(broker_factory: BrokerFactory, topic_name: str) -> N
     group = group_name()
     script = Path(__file__).with_name("kafka_python_member.py")
     members = [subprocess.Popen([sys.executable, str(script), b.bootstrap, topic_name, group,
-                                 "8"], stdout=subprocess.PIPE, text=True) for _ in range(2)]
-    reports = []
-    for proc in members:
-        out, _ = proc.communicate(timeout=60)
-        assert proc.returncode == 0
-        reports.append(json.loads(out.strip().splitlines()[-1]))
+                                 "8"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+               for _ in range(2)]
+    try:
+        # every member reports before any leaves (a leaver's partitions go to the others)
+        reports = [json.loads(report_line(proc, timeout=60)) for proc in members]
+        for proc in members:
+            out, _ = proc.communicate("\n", timeout=60)
+            assert proc.returncode == 0
+    finally:
+        for proc in members:
+            if proc.poll() is None:
+                proc.kill()
     parts = [set(r["assignment"]) for r in reports]
     assert all(parts) and not parts[0] & parts[1] and parts[0] | parts[1] == {0, 1, 2}, parts
     received = {tuple(pair) for r in reports for pair in r["records"]}
     assert len(received) == 3 * PER_PARTITION
+
+
+def report_line(proc: subprocess.Popen[str], timeout: float) -> str:
+    """The member's JSON report line, read within `timeout` seconds."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "the member did not report in time"
+    return proc.stdout.readline()
 
 
 def test_aiokafka_group(broker_factory: BrokerFactory, topic_name: str) -> None:
