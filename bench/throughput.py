@@ -19,6 +19,8 @@ Examples:
     python bench/throughput.py --peer tansu --repeat 3 --json bench/out/throughput.json
     python bench/throughput.py --target tansu --peer tansu --scale 0.05      # self-test
     python bench/throughput.py --peer 127.0.0.1:9092 --peer-pid 12345
+    python bench/throughput.py --peer pybroker --peer-pybroker-cmd /old/venv/bin/pybroker \
+        --target-label after --peer-label before --acks all      # two pybroker builds
 """
 
 from __future__ import annotations
@@ -413,7 +415,7 @@ def record_value(size: int, compression: str) -> bytes:
 
 
 def produce(bootstrap: str, topic: str, partitions: int, size: int, n: int,
-            timeout: float, compression: str = "none") -> float:
+            timeout: float, compression: str = "none", acks: str = "1") -> float:
     """Produce n records of `size` bytes round-robin over partitions; return seconds."""
     errors: list[str] = []
 
@@ -423,7 +425,7 @@ def produce(bootstrap: str, topic: str, partitions: int, size: int, n: int,
 
     p = Producer({
         "bootstrap.servers": bootstrap,
-        "acks": "1",
+        "acks": acks,
         "linger.ms": 5,
         "batch.size": 1_000_000,
         "compression.type": compression,
@@ -646,7 +648,8 @@ def run_one(wl: Workload, side: Side, ops: list[str], args: argparse.Namespace,
                     with mon:
                         if op == "produce":
                             secs = produce(broker.bootstrap, topic, wl.partitions, wl.size,
-                                           wl.records, args.timeout, args.compression)
+                                           wl.records, args.timeout, args.compression,
+                                           args.acks)
                         else:
                             secs = consume(broker.bootstrap, topic, wl.partitions, wl.size,
                                            wl.records, args.timeout, args.idle_timeout,
@@ -747,6 +750,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pybroker-cmd",
                     help="command that starts pybroker, before 'serve' "
                          "(default: the pybroker console script, else python -m pybroker)")
+    ap.add_argument("--peer-pybroker-cmd",
+                    help="the same for a pybroker peer (default: --pybroker-cmd), e.g. an "
+                         "older build in another venv, to compare two pybroker builds")
+    ap.add_argument("--target-label", help="name of the target in tables and JSON")
+    ap.add_argument("--peer-label", help="name of the peer in tables and JSON")
     ap.add_argument("--repeat", type=int, default=3, help="runs per side and case (median)")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="multiply the record counts (e.g. 0.1 for a quick run)")
@@ -758,6 +766,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compression", default="none", choices=CODECS,
                     help="producer compression.type (default none); with a codec the "
                          "values are half random, half zeros (about 2:1 compressible)")
+    ap.add_argument("--acks", default="1", choices=("0", "1", "all"),
+                    help="producer acks (default 1)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per phase")
     ap.add_argument("--idle-timeout", type=float, default=30.0,
                     help="consume fails after this many seconds without a record")
@@ -782,9 +792,10 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     parts = [int(p) for p in args.partitions.split(",")]
 
-    sides = [parse_side(args.target, None, args.target_pid, args.pybroker_cmd)]
+    sides = [parse_side(args.target, args.target_label, args.target_pid, args.pybroker_cmd)]
     if args.peer != "none":
-        peer = parse_side(args.peer, None, args.peer_pid, args.pybroker_cmd)
+        peer = parse_side(args.peer, args.peer_label, args.peer_pid,
+                          args.peer_pybroker_cmd or args.pybroker_cmd)
         if peer.label == sides[0].label:
             sides[0].label += "-target"
             peer.label += "-peer"
@@ -808,7 +819,7 @@ def main(argv: list[str] | None = None) -> int:
         "labels": labels,
         "client": {
             "library": "confluent-kafka",
-            "producer": {"acks": "1", "linger.ms": 5, "batch.size": 1_000_000,
+            "producer": {"acks": args.acks, "linger.ms": 5, "batch.size": 1_000_000,
                          "compression.type": args.compression},
             "consumer": "assign() from offset 0 of every partition, consume() batches of 10000",
             "consumer_extra": args.consumer_config,
