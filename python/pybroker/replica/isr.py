@@ -54,7 +54,7 @@ class IsrManager:
                 if shrunk is not None:
                     await self._write(partition, shrunk, expand=False)
                     continue
-                grown = partition.isr_to_expand()
+                grown = partition.isr_to_expand(self.listener.publisher.metadata.brokers)
                 if grown is not None:
                     await self._write(partition, grown, expand=True)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Container, Hashable
 
 from pybroker._core import AppendResult, FileSlice
 from pybroker.coordination.base import PartitionState
@@ -167,13 +167,17 @@ class ReplicaPartition:
                 and self._on_isr_candidate is not None):
             self._on_isr_candidate()
 
-    def isr_to_expand(self) -> list[int] | None:
+    def isr_to_expand(self, alive: Container[int]) -> list[int] | None:
         """The ISR with a caught-up follower added (one whose log end reached the
-        high watermark), or None when no follower qualifies."""
+        high watermark), or None when no follower qualifies. Only a follower that is
+        `alive` (registered, so with a live session) may join: one whose session
+        expired may still fetch, unaware it is fenced, and the controller has just
+        taken it out of the ISR (Kafka's isReplicaIsrEligible, KIP-841)."""
         if not self.is_leader:
             return None
         joining = [b for b, f in self.followers.items()
-                   if b not in self.isr and f.log_end_offset >= self.high_watermark
+                   if b not in self.isr and b in alive
+                   and f.log_end_offset >= self.high_watermark
                    and f.log_end_offset >= self.epoch_start_offset]
         return sorted(set(self.isr) | set(joining)) if joining else None
 
