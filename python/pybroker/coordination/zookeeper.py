@@ -10,13 +10,19 @@ topic with many partitions, creating many partition states) go in several multis
 each fenced, with the deletion mark removed last so a new controller finishes the job.
 
 Sessions: when kazoo reports the session lost (expired), requests in flight fail with
-CoordinationUnavailable and the on_session_lost callbacks run. kazoo then opens a new
+CoordinationUnavailable and the on_session_lost callbacks run. kazoo only learns of an
+expiry from the server, once it reaches one again; a broker cut off from ZooKeeper
+would go on leading partitions that the controller has long given to others. So,
+as Curator 3 does, a connection lost for a whole session timeout counts as an
+expired session here: the on_session_lost callbacks run then (the broker fences
+itself) and the next connection is handled as a new session. kazoo then opens a new
 session; the backend re-creates this store's broker registrations, re-arms every watch
 and runs the on_session_reestablished callbacks, in that order, on the dispatcher.
 After a mere reconnect (same session) watches are re-armed only."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -70,6 +76,8 @@ class ZooKeeperBackend(TopicOps):
         self._started = False
         self._expired = False
         self._closing = False
+        #: presumes the session expired when the connection stays lost this long
+        self._expiry_timer: asyncio.TimerHandle | None = None
         self._registrations: dict[int, BrokerRegistration] = {}
         self._watches: set[ZkWatch] = set()
         self._lost_callbacks: dict[WatchHandle, Callback] = {}
@@ -124,6 +132,7 @@ class ZooKeeperBackend(TopicOps):
 
     async def close(self) -> None:
         self._closing = True
+        self._cancel_expiry_timer()
         for watch in list(self._watches):
             watch.cancel()
         self._watches.clear()
@@ -149,12 +158,18 @@ class ZooKeeperBackend(TopicOps):
             return
         if state == KazooState.LOST:
             log.warning("ZooKeeper session 0x%x expired", self._session or 0)
-            self._expired = True
+            self._cancel_expiry_timer()
+            presumed, self._expired = self._expired, True
             self.zk.session_expired()
-            self._dispatcher.submit(self._session_lost)
+            if not presumed:
+                self._dispatcher.submit(self._session_lost)
         elif state == KazooState.SUSPENDED:
             log.warning("ZooKeeper connection lost; reconnecting")
+            if self._expiry_timer is None and not self._expired:
+                self._expiry_timer = asyncio.get_running_loop().call_later(
+                    self.session_timeout_s, self._presume_expired)
         elif state == KazooState.CONNECTED:
+            self._cancel_expiry_timer()
             renewed = self._expired or (session is not None and session != self._session)
             self._session = session
             self._expired = False
@@ -164,6 +179,23 @@ class ZooKeeperBackend(TopicOps):
             else:
                 for watch in list(self._watches):
                     self._dispatcher.submit(watch.refresh_all, key=(watch, "all"))
+
+    def _cancel_expiry_timer(self) -> None:
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
+
+    def _presume_expired(self) -> None:
+        """No server reached for a whole session timeout: the server has expired the
+        session by now (it counts from the last contact, before the loss was noticed),
+        so act on it without waiting to hear it from a server."""
+        self._expiry_timer = None
+        if self._closing or self._expired or self.zk.kazoo.connected:
+            return
+        log.warning("no contact with ZooKeeper for the session timeout (%.1fs): session 0x%x "
+                    "presumed expired", self.session_timeout_s, self._session or 0)
+        self._expired = True
+        self._dispatcher.submit(self._session_lost)
 
     async def _session_lost(self) -> None:
         for callback in list(self._lost_callbacks.values()):
