@@ -46,6 +46,7 @@ class MetadataListener:
             await watch.watch_topics(self._topics_changed),
             await watch.watch_topic_configs(self._configs_changed),
             await watch.watch_partition_states(self._state_changed),
+            watch.on_session_reestablished(self._session_reestablished),
         ]
 
     def stop(self) -> None:
@@ -107,6 +108,14 @@ class MetadataListener:
             self.states[(topic, partition)] = state
         if topic in self.assignments:
             self._publish(topic)
+
+    def _session_reestablished(self) -> None:
+        """A new session after a lost one (run after the watches were re-read). The
+        replica layer fenced every partition when the session was lost; the watches
+        report only states that changed meanwhile, so the others are handed over
+        again here, or this broker would never lead or follow them again."""
+        for name in list(self.assignments):
+            self._publish(name)
 
     # --- records ----------------------------------------------------------------------
     def _publish(self, name: str) -> None:
