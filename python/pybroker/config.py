@@ -203,6 +203,8 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _k("offsets.topic.num.partitions", T.INT, 50, "Partitions of __consumer_offsets."),
     _k("offsets.topic.replication.factor", T.SHORT, 3, "Replication of __consumer_offsets."),
     _k("offsets.retention.minutes", T.INT, 10080, "Committed offsets of empty groups expire."),
+    _k("offsets.commit.timeout.ms", T.INT, 5000,
+       "Longest an offset commit waits for the offsets partition's ISR.", minimum=1),
     _k("group.initial.rebalance.delay.ms", T.INT, 3000, "Wait for members of a new group."),
     _k("group.min.session.timeout.ms", T.INT, 6000, "Smallest session timeout allowed."),
     _k("group.max.session.timeout.ms", T.INT, 1800000, "Largest session timeout allowed."),

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pybroker.errors import ErrorCode
+from pybroker.errors import ErrorCode, KafkaError
 from pybroker.group import records as rec
 from pybroker.group.member import Member, Waiter
-from pybroker.group.offsets import GroupStore, OffsetsTopic
+from pybroker.group.offsets import Appended, GroupStore, OffsetsTopic
 from pybroker.group.state import Group, GroupState, InitialDelay, OffsetEntry
 
 if TYPE_CHECKING:
@@ -589,13 +589,24 @@ class GroupCoordinator:
         self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
         topics: list[tuple[str, list[tuple[int, int, int, str | None]]]],
     ) -> list[tuple[str, list[tuple[int, ErrorCode]]]]:
-        """topics: (name, [(partition, offset, leader_epoch, metadata)]) -> per-partition codes."""
+        """topics: (name, [(partition, offset, leader_epoch, metadata)]) -> per-partition
+        codes, taken as stored at once: for stores that do not replicate. The broker
+        uses begin_commit / finish_commit, waiting for the ISR in between."""
+        pending = self.begin_commit(group_id, generation, member_id, group_instance_id, topics)
+        return self.finish_commit(pending, ErrorCode.NONE)
+
+    def begin_commit(
+        self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
+        topics: list[tuple[str, list[tuple[int, int, int, str | None]]]],
+    ) -> PendingCommit:
+        """Validate a commit and append its records (with acks=all's ISR check). The
+        offsets become the group's only in finish_commit, once the append is known to
+        be committed (Kafka's pending offset commits): a commit the ISR never got is
+        neither acknowledged nor visible to OffsetFetch."""
         error = self._commit_error(group_id, generation, member_id, group_instance_id)
         if error is not None:
-            return [(name, [(p[0], error) for p in parts]) for name, parts in topics]
-        group = self.groups.get(group_id)
-        if group is None:
-            group = Group(group_id, self.wall())
+            return PendingCommit(group_id, [(name, [(p[0], error) for p in parts])
+                                            for name, parts in topics])
         now = self.wall()
         results: list[tuple[str, list[tuple[int, ErrorCode]]]] = []
         records: list[rec.Record] = []
@@ -616,20 +627,39 @@ class GroupCoordinator:
                 accepted.append(((name, partition), entry))
                 codes.append((partition, ErrorCode.NONE))
             results.append((name, codes))
+        pending = PendingCommit(group_id, results, accepted)
         if records:
             try:
-                self.store.append(group_id, records)
+                pending.appended = self.store.append(group_id, records, required_acks=-1)
+            except KafkaError as exc:
+                log.info("group %s: storing offsets failed: %s", group_id, exc)
+                pending.failed = exc.code
             except Exception:
                 log.exception("group %s: storing offsets failed", group_id)
-                return [(name, [(p, ErrorCode.COORDINATOR_NOT_AVAILABLE if c == ErrorCode.NONE
-                                 else c) for p, c in codes]) for name, codes in results]
-            self.groups.setdefault(group_id, group)
-            for key, entry in accepted:
-                group.offsets[key] = entry
-        member = group.members.get(member_id)
+                pending.failed = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
         if member is not None:
             member.heartbeat_deadline_ms = self.clock() + member.session_timeout_ms
-        return results
+        return pending
+
+    def finish_commit(self, pending: PendingCommit, stored: ErrorCode
+                      ) -> list[tuple[str, list[tuple[int, ErrorCode]]]]:
+        """The append of `pending` is committed (`stored` NONE) or failed with
+        `stored`: apply its offsets, or answer every accepted partition with the
+        error a client gets (Kafka's GroupMetadataManager.storeOffsets mapping)."""
+        code = pending.failed if pending.failed is not None else stored
+        if code == ErrorCode.NONE:
+            if pending.entries:
+                group = self.groups.get(pending.group_id)
+                if group is None:
+                    group = self.groups[pending.group_id] = Group(pending.group_id, self.wall())
+                for key, entry in pending.entries:
+                    group.offsets[key] = entry
+            return pending.results
+        answer = commit_error(code)
+        return [(name, [(p, answer if c == ErrorCode.NONE else c) for p, c in codes])
+                for name, codes in pending.results]
 
     def _commit_error(self, group_id: str, generation: int, member_id: str,
                       group_instance_id: str | None) -> ErrorCode | None:
@@ -794,6 +824,34 @@ class GroupCoordinator:
             self._persist_group(group)
         except Exception:
             log.exception("group %s: storing group metadata failed", group.group_id)
+
+
+@dataclasses.dataclass
+class PendingCommit:
+    """An offset commit between its append and its answer."""
+
+    group_id: str
+    results: list[tuple[str, list[tuple[int, ErrorCode]]]]
+    #: the offsets to apply once the append is committed
+    entries: list[tuple[tuple[str, int], OffsetEntry]] = dataclasses.field(default_factory=list)
+    #: what to wait for; None when nothing was appended or the store does not replicate
+    appended: Appended | None = None
+    #: the append itself failed
+    failed: ErrorCode | None = None
+
+
+def commit_error(code: ErrorCode) -> ErrorCode:
+    """The OffsetCommit error for a failed append to the offsets partition (Kafka's
+    GroupMetadataManager.storeOffsets): the client retries, or finds the coordinator
+    again, rather than learning of replication."""
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return code
 
 
 def join_error(code: ErrorCode, member_id: str = "") -> Body:

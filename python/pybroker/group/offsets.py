@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from pybroker.group.records import build_batch, iter_records
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pybroker.config import BrokerConfig
     from pybroker.metadata.cache import MetadataCache
     from pybroker.replica.manager import ReplicaManager
+    from pybroker.replica.partition import ReplicaPartition
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,14 @@ def partition_for(group_id: str, partitions: int) -> int:
 Record = tuple[bytes, bytes | None]
 
 
+class Appended(NamedTuple):
+    """Records appended to an offsets partition: the ISR has them once the
+    partition's high watermark reaches `end_offset`."""
+
+    partition: ReplicaPartition
+    end_offset: int
+
+
 class GroupStore(Protocol):
     """What the coordinator needs from storage (a fake one in unit tests)."""
 
@@ -52,7 +61,8 @@ class GroupStore(Protocol):
 
     def partition_of(self, group_id: str) -> int: ...
 
-    def append(self, group_id: str, records: list[Record]) -> None: ...
+    def append(self, group_id: str, records: list[Record],
+               required_acks: int = 1) -> Appended | None: ...
 
     def load(self, partition: int | None = None) -> Iterator[Record]: ...
 
@@ -69,8 +79,10 @@ class MemoryStore:
     def partition_of(self, group_id: str) -> int:
         return 0
 
-    def append(self, group_id: str, records: list[Record]) -> None:
+    def append(self, group_id: str, records: list[Record],
+               required_acks: int = 1) -> Appended | None:
         self.records.extend(records)
+        return None  # nothing to replicate
 
     def load(self, partition: int | None = None) -> Iterator[Record]:
         return iter(list(self.records))
@@ -110,16 +122,21 @@ class OffsetsTopic:
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.partition_count)
 
-    def append(self, group_id: str, records: list[Record]) -> None:
-        """Append to the group's offsets partition, which this broker must lead."""
+    def append(self, group_id: str, records: list[Record],
+               required_acks: int = 1) -> Appended | None:
+        """Append to the group's offsets partition, which this broker must lead.
+        With required_acks=-1 the ISR must be at least min.insync.replicas
+        (KafkaError NOT_ENOUGH_REPLICAS otherwise); the caller waits for the
+        returned offset to be committed."""
         if not records:
-            return
+            return None
         index = self.partition_of(group_id)
         partition = self.replicas.get(OFFSETS_TOPIC, index)
         if partition is None:
             raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is not open")
         batch = build_batch(records, int(time.time() * 1000))
-        partition.append_as_leader(memoryview(batch), required_acks=1)
+        result = partition.append_as_leader(memoryview(batch), required_acks=required_acks)
+        return Appended(partition, int(result.last_offset) + 1)
 
     def load(self, partition: int | None = None) -> Iterator[Record]:
         """Replay the records of one partition (or all): everything in the local log,

@@ -1,9 +1,15 @@
-"""OffsetCommit (8): store a group's consumed offsets in __consumer_offsets."""
+"""OffsetCommit (8): store a group's consumed offsets in __consumer_offsets.
+
+As Kafka does, the commit is answered once the offsets partition's ISR has it
+(an append with acks=all's rules, bounded by offsets.commit.timeout.ms): a
+commit acknowledged by a coordinator that then dies is on its successor."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pybroker.errors import ErrorCode
+from pybroker.handlers.produce import wait_for_isr
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
@@ -21,9 +27,17 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> dict[str
                      for p in t["partitions"] or []])
         for t in body["topics"] or []
     ]
-    results = ctx.groups.commit_offsets(
+    pending = ctx.groups.begin_commit(
         body["group_id"], body["generation_id_or_member_epoch"], body["member_id"] or "",
         body["group_instance_id"] if request.version >= 7 else None, topics)
+    stored = ErrorCode.NONE
+    if pending.appended is not None:
+        answer: dict[str, Any] = {"error_code": 0}
+        deadline = request.received_ms + ctx.config["offsets.commit.timeout.ms"] / 1000
+        await wait_for_isr(ctx, [(pending.appended.partition, pending.appended.end_offset,
+                                  answer)], deadline)
+        stored = ErrorCode(answer["error_code"])
+    results = ctx.groups.finish_commit(pending, stored)
     return {
         "throttle_time_ms": 0,
         "topics": [{"name": name, "partitions": [
