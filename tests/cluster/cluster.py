@@ -155,7 +155,12 @@ class Cluster:
         self.brokers[broker_id].kill()
 
     def restart(self, broker_id: int) -> None:
-        """Start a stopped or killed broker again (same port, same data dir)."""
+        """Start a stopped or killed broker again (same port, same data dir), once
+        ZooKeeper has dropped its old registration: while the dead session's
+        ephemeral /brokers/ids/<id> lasts, the id is in use and the broker would
+        refuse to start (as Kafka's does)."""
+        wait_for(lambda: broker_id not in self.registered(), WAIT_S,
+                 f"broker {broker_id}'s old session to expire")
         self.brokers[broker_id].start()
 
     def pause(self, broker_id: int) -> None:

@@ -1,0 +1,59 @@
+"""Replication metrics (issue 12): with metrics.port set, a partition leader's
+pybroker_under_replicated_partitions and the ISR change counters move when a
+follower dies and when it comes back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.cluster import WAIT_S, Cluster, cluster_fixture, wait_for
+from tests.cluster.scenario import PARTITIONS, TOPIC_CONFIGS, start_producers
+from tests.cluster.zookeeper import ZooKeeperServer
+
+#: the leader must drop the dead follower itself (counted as an ISR shrink) before
+#: the controller does when the follower's ZooKeeper session (6 s) expires
+LAG_TIME_MAX_MS = 2000
+
+
+@pytest.fixture
+def metered_cluster(zookeeper: ZooKeeperServer, tmp_path: Path,
+                    request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    yield from cluster_fixture(zookeeper, tmp_path, request, metrics=True,
+                               overrides={"replica.lag.time.max.ms": LAG_TIME_MAX_MS})
+
+
+def total(cluster: Cluster, name: str) -> float:
+    return sum(cluster.metrics(b).get(name, 0.0) for b in cluster.live())
+
+
+def test_under_replicated_and_isr_changes_follow_a_follower(metered_cluster: Cluster) -> None:
+    cluster = metered_cluster
+    topic = "metered"
+    cluster.create_topic(topic, PARTITIONS, configs=TOPIC_CONFIGS)
+    producers = start_producers(cluster, topic)
+    leader = cluster.leader(topic, 0)
+    follower = next(b for b in cluster.brokers if b != leader)
+    followed = [p for p in range(PARTITIONS) if cluster.leader(topic, p) != follower]
+    assert cluster.metrics(leader)["pybroker_under_replicated_partitions"] == 0
+    shrinks = total(cluster, "pybroker_isr_shrinks_total")
+    expands = total(cluster, "pybroker_isr_expands_total")
+
+    cluster.kill(follower)
+    # every partition it followed is under-replicated, counted by its leader
+    wait_for(lambda: total(cluster, "pybroker_under_replicated_partitions") == len(followed),
+             WAIT_S, f"{len(followed)} under-replicated partitions")
+    assert cluster.metrics(leader)["pybroker_under_replicated_partitions"] >= 1
+    assert total(cluster, "pybroker_isr_shrinks_total") >= shrinks + 1
+    for producer in producers:
+        producer.wait_acked(20, WAIT_S, partition=0)
+
+    cluster.restart(follower)
+    cluster.wait_full_isr(topic, PARTITIONS)
+    wait_for(lambda: total(cluster, "pybroker_under_replicated_partitions") == 0, WAIT_S,
+             "no under-replicated partition")
+    assert total(cluster, "pybroker_isr_expands_total") >= expands + len(followed)
+    for producer in producers:
+        producer.stop()
