@@ -83,6 +83,7 @@ class Cluster:
         self.zookeeper = zookeeper
         self.chroot = f"/cluster-{uuid.uuid4().hex[:12]}"
         self.base = base
+        base.mkdir(parents=True, exist_ok=True)
         self.proxies: dict[int, Proxy] = {}
         self.metrics_ports: dict[int, int] = {}
         self.brokers: dict[int, Broker] = {}

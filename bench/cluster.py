@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Cluster mode (issue 12): what replication costs and how long a failover takes.
+
+Starts a ZooKeeper server (Debian's package, as the tests do) and three pybroker
+processes on loopback (zookeeper.connect=...:PORT/chroot), then measures:
+
+- **throughput**: one confluent-kafka producer (linger.ms=5, batch.size=1000000,
+  1 KiB records round-robin over the partitions) sends `--records` records to a
+  fresh topic; the clock stops when flush() returns, every record acknowledged.
+  Cases: RF=3 with acks=all (min.insync.replicas=2), RF=3 with acks=1, and RF=1
+  with acks=1 (no replication at all). Cases are interleaved, `--repeat` times;
+  each topic is deleted after its run. Also reported: CPU seconds of the three
+  broker processes per GB produced.
+- **latency**: records sent at `--rate`/s for `--seconds` to a one-partition RF=3
+  topic with acks=all, each carrying its send time; a consumer (which sees a
+  record only once the high watermark passed it, i.e. once the ISR has it) reads
+  them back: end-to-end p50/p99/p99.9/max, and the producer's acknowledgement
+  latency (send -> delivery report).
+- **failover**: a producer sends acks=all records to a partition at `--failover-rate`/s;
+  the partition's leader is killed (kill -9); measured: time from the kill to the
+  first record acknowledged by the new leader, and to the new leader in ZooKeeper.
+  The dead broker is restarted and waited for in the ISR before the next round.
+
+Every wait is bounded; everything runs on loopback and is torn down at exit.
+
+Examples:
+    python bench/cluster.py                                  # all, default sizes
+    python bench/cluster.py --only throughput --records 300000 --repeat 2
+    python bench/cluster.py --only failover --rounds 5 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import struct
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+try:
+    import psutil
+    from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+
+    from tests.cluster.cluster import SESSION_TIMEOUT_MS, Cluster, wait_for
+    from tests.cluster.zookeeper import ZooKeeperServer, unavailable_reason
+    from throughput import machine_info
+except ImportError as exc:  # pragma: no cover - guidance only
+    sys.exit(f"missing dependency ({exc}); run: pip install -e '.[test]'")
+
+KiB = 1024
+STAMP = struct.Struct(">q")
+WAIT_S = 60.0
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+def broker_cpu_s(cluster: Cluster) -> float:
+    total = 0.0
+    for broker in cluster.brokers.values():
+        if broker.proc is not None and broker.proc.poll() is None:
+            times = psutil.Process(broker.proc.pid).cpu_times()
+            total += times.user + times.system
+    return total
+
+
+# --- throughput ---------------------------------------------------------------------------
+def produce_all(bootstrap: str, topic: str, partitions: int, records: int, acks: str,
+                timeout_s: float) -> float:
+    """Send `records` 1 KiB records; seconds until every one is acknowledged."""
+    errors: list[str] = []
+
+    def on_error(err: Any, _msg: Any) -> None:
+        if err is not None and len(errors) < 10:
+            errors.append(str(err))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
+                         "batch.size": 1_000_000, "delivery.report.only.error": True,
+                         "message.timeout.ms": int(timeout_s * 1000), "log_level": 3})
+    producer.list_topics(topic, timeout=10)
+    value = b"v" * KiB
+    deadline = time.monotonic() + timeout_s
+    start = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % partitions, on_delivery=on_error)
+                break
+            except BufferError:
+                producer.poll(0.01)
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"produce timed out after {i} records") from None
+        if i & 0x3FFF == 0:
+            producer.poll(0)
+    remaining = producer.flush(max(1.0, deadline - time.monotonic()))
+    elapsed = time.perf_counter() - start
+    if errors or remaining:
+        raise RuntimeError(f"{remaining} undelivered, errors {errors[:3]}")
+    return elapsed
+
+
+def throughput(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any]]:
+    cases = [("RF=3 acks=all", 3, "all"), ("RF=3 acks=1", 3, "1"), ("RF=1 acks=1", 1, "1")]
+    rows = []
+    for repetition in range(args.repeat):
+        for label, replication, acks in cases:
+            topic = f"tp-{uuid.uuid4().hex[:8]}"
+            configs = {"min.insync.replicas": "2"} if replication == 3 else {}
+            cluster.create_topic(topic, args.partitions, replication, configs)
+            cpu0 = broker_cpu_s(cluster)
+            seconds = produce_all(cluster.bootstrap, topic, args.partitions, args.records, acks,
+                                  args.timeout)
+            cpu = broker_cpu_s(cluster) - cpu0
+            mb = args.records * KiB / 1e6
+            row = {"case": label, "repetition": repetition, "records": args.records,
+                   "partitions": args.partitions, "seconds": round(seconds, 3),
+                   "records_per_s": round(args.records / seconds),
+                   "mb_per_s": round(mb / seconds, 1),
+                   "broker_cpu_s_per_gb": round(cpu / (mb / 1000), 2)}
+            print(f"throughput {label}: {row['mb_per_s']} MB/s, {row['records_per_s']} rec/s, "
+                  f"broker CPU {row['broker_cpu_s_per_gb']} s/GB", flush=True)
+            rows.append(row)
+            cluster.admin().delete_topics([topic], request_timeout=30)[topic].result(30)
+    return rows
+
+
+# --- latency ------------------------------------------------------------------------------
+def latency(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
+    topic = f"lat-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
+    total = int(args.rate * args.seconds)
+    e2e: list[float] = []
+    acked: list[float] = []
+    ready = threading.Event()
+
+    def consume() -> None:
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": topic,
+                             "enable.auto.commit": False, "log_level": 0})
+        consumer.assign([TopicPartition(topic, 0, OFFSET_END)])
+        consumer.poll(0.5)
+        ready.set()
+        deadline = time.monotonic() + args.seconds + WAIT_S
+        while len(e2e) < total and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                sent = STAMP.unpack_from(message.value())[0]
+                e2e.append((time.monotonic_ns() - sent) / 1e6)
+        consumer.close()
+
+    thread = threading.Thread(target=consume, daemon=True)
+    thread.start()
+    ready.wait(WAIT_S)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                         "linger.ms": 0, "batch.size": 1_000_000, "log_level": 0})
+    padding = b"x" * (KiB - STAMP.size)
+
+    def report(err: Any, message: Any) -> None:
+        if err is None:
+            acked.append((time.monotonic_ns() - STAMP.unpack_from(message.value())[0]) / 1e6)
+
+    start = time.monotonic()
+    sent = 0
+    while sent < total:
+        due = min(total, int((time.monotonic() - start) * args.rate) + 1)
+        while sent < due:
+            producer.produce(topic, STAMP.pack(time.monotonic_ns()) + padding, on_delivery=report)
+            sent += 1
+        producer.poll(0)
+        pause = start + sent / args.rate - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+    producer.flush(WAIT_S)
+    thread.join(args.seconds + WAIT_S)
+
+    def summary(values: list[float]) -> dict[str, float]:
+        ordered = sorted(values)
+        return {"records": len(ordered), "p50_ms": round(percentile(ordered, 50), 2),
+                "p99_ms": round(percentile(ordered, 99), 2),
+                "p99.9_ms": round(percentile(ordered, 99.9), 2),
+                "max_ms": round(ordered[-1], 2) if ordered else float("nan")}
+
+    result = {"rate": args.rate, "seconds": args.seconds, "sent": total,
+              "end_to_end": summary(e2e), "produce_ack": summary(acked)}
+    print(f"latency at {args.rate}/s (RF=3, acks=all): end-to-end {result['end_to_end']}; "
+          f"acknowledgement {result['produce_ack']}", flush=True)
+    return result
+
+
+# --- failover -----------------------------------------------------------------------------
+def failover(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any]]:
+    topic = f"fo-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 3, 3, {"min.insync.replicas": "2"})
+    acks: list[float] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def produce() -> None:
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                             "linger.ms": 0, "message.timeout.ms": 120000, "log_level": 0})
+
+        def report(err: Any, _message: Any) -> None:
+            if err is None:
+                with lock:
+                    acks.append(time.monotonic())
+
+        interval = 1.0 / args.failover_rate
+        while not stop.is_set():
+            producer.produce(topic, b"f" * KiB, partition=0, on_delivery=report)
+            producer.poll(interval)
+        producer.flush(WAIT_S)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    rows = []
+    try:
+        wait_for(lambda: len(acks) > 50, WAIT_S, "the producer to get going")
+        for round_ in range(args.rounds):
+            victim = cluster.leader(topic, 0)
+            cluster.kill(victim)
+            killed = time.monotonic()
+            new = cluster.wait_leader_not(topic, 0, victim, WAIT_S)
+            elected = time.monotonic() - killed
+            # reports of answers read before the kill arrive within milliseconds of it
+            first = wait_for(lambda since=killed + 0.1: next(
+                (a for a in list(acks) if a > since), None),
+                WAIT_S, "an acknowledgement from the new leader")
+            row = {"round": round_, "killed": victim, "new_leader": new,
+                   "leader_in_zookeeper_s": round(elected, 2),
+                   "first_ack_s": round(first - killed, 2)}
+            print(f"failover {round_}: killed broker {victim}; broker {new} named after "
+                  f"{row['leader_in_zookeeper_s']}s, first acknowledged write after "
+                  f"{row['first_ack_s']}s", flush=True)
+            rows.append(row)
+            cluster.restart(victim)
+            cluster.wait_full_isr(topic, 3, WAIT_S)
+    finally:
+        stop.set()
+        thread.join(WAIT_S)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=["throughput", "latency", "failover"], action="append",
+                    help="run only this part (repeatable); default all")
+    ap.add_argument("--records", type=int, default=300_000,
+                    help="1 KiB records per throughput run (default 300,000 = 307 MB)")
+    ap.add_argument("--partitions", type=int, default=3, help="partitions of throughput topics")
+    ap.add_argument("--repeat", type=int, default=2, help="throughput repetitions")
+    ap.add_argument("--rate", type=int, default=5000, help="latency: records per second")
+    ap.add_argument("--seconds", type=float, default=10.0, help="latency: seconds of load")
+    ap.add_argument("--rounds", type=int, default=5, help="failover: kills")
+    ap.add_argument("--failover-rate", type=float, default=200.0,
+                    help="failover: records per second to the partition")
+    ap.add_argument("--timeout", type=float, default=300.0, help="bound of one produce run")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra broker setting (repeatable)")
+    ap.add_argument("--json", type=Path, help="write the results as JSON here")
+    args = ap.parse_args(argv)
+    parts = args.only or ["throughput", "latency", "failover"]
+    reason = unavailable_reason()
+    if reason:
+        sys.exit(f"cannot run ZooKeeper: {reason}")
+    overrides = dict(item.split("=", 1) for item in args.override)
+    results: dict[str, Any] = {"machine": machine_info(), "argv": sys.argv,
+                               "session_timeout_ms": int(overrides.get(
+                                   "zookeeper.session.timeout.ms", SESSION_TIMEOUT_MS))}
+    with tempfile.TemporaryDirectory(prefix="pybroker-cluster-bench-") as tmp:
+        zookeeper = ZooKeeperServer(Path(tmp) / "zk").start()
+        cluster = Cluster(zookeeper, Path(tmp) / "brokers", overrides=overrides)
+        try:
+            cluster.start()
+            if "throughput" in parts:
+                results["throughput"] = throughput(cluster, args)
+            if "latency" in parts:
+                results["latency"] = latency(cluster, args)
+            if "failover" in parts:
+                results["failover"] = failover(cluster, args)
+        finally:
+            cluster.close()
+            zookeeper.stop()
+    if "throughput" in results:
+        for case in sorted({r["case"] for r in results["throughput"]}):
+            runs = [r for r in results["throughput"] if r["case"] == case]
+            print(f"{case}: median {statistics.median(r['mb_per_s'] for r in runs)} MB/s, "
+                  f"broker CPU {statistics.median(r['broker_cpu_s_per_gb'] for r in runs)} s/GB")
+    if "failover" in results and results["failover"]:
+        firsts = [r["first_ack_s"] for r in results["failover"]]
+        print(f"failover: first acknowledged write {min(firsts)}-{max(firsts)} s after kill -9 "
+              f"(median {statistics.median(firsts)}), session timeout "
+              f"{results['session_timeout_ms']} ms")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
