@@ -112,3 +112,14 @@ def test_isr_shrinks_after_lag_time_and_grows_on_catch_up(tmp_path: Path) -> Non
     assert p.isr_to_expand() is None  # 3 is still behind the high watermark
     p.record_follower_fetch(3, 4)
     assert p.isr_to_expand() == [1, 2, 3]
+
+
+def test_only_a_live_follower_joins_the_isr(tmp_path: Path) -> None:
+    """A follower whose session expired may still fetch (it cannot know it is
+    fenced): caught up or not, it does not join until it is registered again."""
+    p, _ = leader(tmp_path, [1, 2])
+    p.append_as_leader(batch(2), required_acks=1)
+    p.record_follower_fetch(2, 2)
+    p.record_follower_fetch(3, 2)
+    assert p.isr_to_expand(alive={1, 2}) is None
+    assert p.isr_to_expand(alive={1, 2, 3}) == [1, 2, 3]
