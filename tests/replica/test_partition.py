@@ -123,3 +123,22 @@ def test_only_a_live_follower_joins_the_isr(tmp_path: Path) -> None:
     p.record_follower_fetch(3, 2)
     assert p.isr_to_expand(alive={1, 2}) is None
     assert p.isr_to_expand(alive={1, 2, 3}) == [1, 2, 3]
+
+
+def test_a_follower_that_keeps_up_under_steady_produce_stays_in_the_isr(
+        tmp_path: Path) -> None:
+    p, _ = leader(tmp_path, [1, 2])
+    p.append_as_leader(batch(2), required_acks=1)
+    p.record_follower_fetch(2, 0)  # the leader's end is 2 at this fetch
+    p.append_as_leader(batch(2), required_acks=1)
+    # the next fetch has everything the leader had at the previous one, though the
+    # leader has moved on again: caught up as of the previous fetch
+    p.followers[2].last_fetch_ms -= 1
+    before = p.followers[2].last_fetch_ms
+    p.record_follower_fetch(2, 2)
+    assert p.followers[2].last_caught_up_ms == before
+    # a follower that falls behind what the leader had is not caught up
+    p.followers[2].last_caught_up_ms -= 61_000
+    p.append_as_leader(batch(2), required_acks=1)
+    p.record_follower_fetch(2, 2)  # the leader had 4 at the previous fetch
+    assert p.isr_to_shrink(lag_time_max_ms=60_000) == [1]

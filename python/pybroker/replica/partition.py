@@ -41,8 +41,11 @@ class FollowerState:
     """What the leader knows of one follower (Kafka's Replica)."""
 
     log_end_offset: int = -1
-    #: when it last fetched up to the leader's log end offset (ISR shrink clock)
+    #: when it last was caught up (the ISR shrink clock, see record_follower_fetch)
     last_caught_up_ms: int = 0
+    #: the previous fetch: when, and the leader's log end offset at that moment
+    last_fetch_ms: int = 0
+    last_fetch_leader_end: int = -1
 
 
 class ReplicaPartition:
@@ -159,9 +162,19 @@ class ReplicaPartition:
         if follower is None:
             return
         now = _now_ms()
+        leader_end = self.log_end_offset
         follower.log_end_offset = fetch_offset
-        if fetch_offset >= self.log_end_offset:
+        # Kafka's Replica.updateFetchState: caught up now if it asks from our log end;
+        # else caught up as of its previous fetch if it now has everything we had
+        # then — under steady produce a follower is never exactly at the end, yet
+        # keeps up and must stay in the ISR
+        if fetch_offset >= leader_end:
             follower.last_caught_up_ms = now
+        elif fetch_offset >= follower.last_fetch_leader_end:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms,
+                                             follower.last_fetch_ms)
+        follower.last_fetch_ms = now
+        follower.last_fetch_leader_end = leader_end
         self._maybe_increment_high_watermark()
         if (broker_id not in self.isr and fetch_offset >= self.high_watermark
                 and self._on_isr_candidate is not None):
