@@ -243,51 +243,78 @@ def latency(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
 
 # --- failover -----------------------------------------------------------------------------
 def failover(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each round kills the leader of one of three partitions: one that is not the
+    controller, or (--kill-controller) the controller's own partition, so a new
+    controller has to be elected first."""
+    partitions = 3
     topic = f"fo-{uuid.uuid4().hex[:8]}"
-    cluster.create_topic(topic, 3, 3, {"min.insync.replicas": "2"})
-    acks: list[float] = []
+    cluster.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
+    acks: dict[int, list[float]] = {p: [] for p in range(partitions)}
     lock = threading.Lock()
     stop = threading.Event()
 
     def produce() -> None:
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                             "linger.ms": 0, "message.timeout.ms": 120000, "log_level": 0})
+                             "linger.ms": 0, "message.timeout.ms": 120000, "log_level": 0,
+                             **dict(args.failover_producer_config)})
 
-        def report(err: Any, _message: Any) -> None:
-            if err is None:
-                with lock:
-                    acks.append(time.monotonic())
+        def reporter(partition: int) -> Any:
+            def report(err: Any, _message: Any) -> None:
+                if err is None:
+                    with lock:
+                        acks[partition].append(time.monotonic())
+            return report
 
         interval = 1.0 / args.failover_rate
+        turn = 0
         while not stop.is_set():
-            producer.produce(topic, b"f" * KiB, partition=0, on_delivery=report)
+            partition = turn % partitions
+            turn += 1
+            producer.produce(topic, b"f" * KiB, partition=partition,
+                             on_delivery=reporter(partition))
             producer.poll(interval)
         producer.flush(WAIT_S)
+
+    def first_ack_after(partition: int, since: float) -> float | None:
+        with lock:
+            return next((a for a in acks[partition] if a > since), None)
 
     thread = threading.Thread(target=produce, daemon=True)
     thread.start()
     rows = []
     try:
-        wait_for(lambda: len(acks) > 50, WAIT_S, "the producer to get going")
+        wait_for(lambda: all(len(a) > 20 for a in acks.values()), WAIT_S,
+                 "the producer to get going")
         for round_ in range(args.rounds):
-            victim = cluster.leader(topic, 0)
+            controller = cluster.controller()
+            leaders = {p: cluster.leader(topic, p) for p in range(partitions)}
+            choice = [p for p, b in leaders.items()
+                      if (b == controller) == args.kill_controller]
+            if not choice:
+                # no partition led by (or apart from) the controller: move on
+                print(f"failover {round_}: leaders {leaders}, controller {controller}: no "
+                      f"partition to kill for this mode; skipped", flush=True)
+                continue
+            partition = choice[0]
+            victim = leaders[partition]
             cluster.kill(victim)
             killed = time.monotonic()
-            new = cluster.wait_leader_not(topic, 0, victim, WAIT_S)
+            new = cluster.wait_leader_not(topic, partition, victim, WAIT_S)
             elected = time.monotonic() - killed
             # reports of answers read before the kill arrive within milliseconds of it
-            first = wait_for(lambda since=killed + 0.1: next(
-                (a for a in list(acks) if a > since), None),
-                WAIT_S, "an acknowledgement from the new leader")
-            row = {"round": round_, "killed": victim, "new_leader": new,
+            first = wait_for(lambda p=partition, since=killed + 0.1: first_ack_after(p, since),
+                             WAIT_S, "an acknowledgement from the new leader")
+            row = {"round": round_, "killed": victim, "was_controller": victim == controller,
+                   "partition": partition, "new_leader": new,
                    "leader_in_zookeeper_s": round(elected, 2),
                    "first_ack_s": round(first - killed, 2)}
-            print(f"failover {round_}: killed broker {victim}; broker {new} named after "
-                  f"{row['leader_in_zookeeper_s']}s, first acknowledged write after "
+            print(f"failover {round_}: killed broker {victim} (leader of {topic}-{partition}"
+                  f"{', the controller' if row['was_controller'] else ''}); broker {new} named "
+                  f"after {row['leader_in_zookeeper_s']}s, first acknowledged write after "
                   f"{row['first_ack_s']}s", flush=True)
             rows.append(row)
             cluster.restart(victim)
-            cluster.wait_full_isr(topic, 3, WAIT_S)
+            cluster.wait_full_isr(topic, partitions, WAIT_S)
     finally:
         stop.set()
         thread.join(WAIT_S)
@@ -312,6 +339,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="failover: kills")
     ap.add_argument("--failover-rate", type=float, default=200.0,
                     help="failover: records per second to the partition")
+    ap.add_argument("--kill-controller", action="store_true",
+                    help="failover: kill the leader that is also the controller")
+    ap.add_argument("--failover-producer-config", action="append", default=[],
+                    type=lambda kv: tuple(kv.split("=", 1)), metavar="KEY=VALUE",
+                    help="failover: extra librdkafka setting of the producer (repeatable)")
     ap.add_argument("--timeout", type=float, default=300.0, help="bound of one produce run")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="extra broker setting (repeatable)")
