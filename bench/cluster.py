@@ -112,6 +112,19 @@ def produce_all(bootstrap: str, topic: str, partitions: int, records: int, acks:
     return elapsed
 
 
+def wait_replicated(bootstrap: str, topic: str, partitions: int, records: int) -> None:
+    """Wait until the high watermarks of the (fresh) topic add up to `records`."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"hw-{topic}",
+                         "log_level": 0})
+    try:
+        def total() -> int:
+            return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                       for p in range(partitions))
+        wait_for(lambda: total() >= records, WAIT_S, f"{topic} replicated", poll_s=0.01)
+    finally:
+        consumer.close()
+
+
 def throughput(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any]]:
     cases = [("RF=3 acks=all", 3, "all"), ("RF=3 acks=1", 3, "1"), ("RF=1 acks=1", 1, "1")]
     rows = []
@@ -121,16 +134,25 @@ def throughput(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any
             configs = {"min.insync.replicas": "2"} if replication == 3 else {}
             cluster.create_topic(topic, args.partitions, replication, configs)
             cpu0 = broker_cpu_s(cluster)
+            start = time.perf_counter()
             seconds = produce_all(cluster.bootstrap, topic, args.partitions, args.records, acks,
                                   args.timeout)
+            # acks=1 is answered before the followers have the records: the clock of the
+            # whole job (and the CPU) runs on until the high watermark, the smallest log
+            # end over the ISR, reaches the end of every partition
+            wait_replicated(cluster.bootstrap, topic, args.partitions, args.records)
+            replicated = time.perf_counter() - start
             cpu = broker_cpu_s(cluster) - cpu0
             mb = args.records * KiB / 1e6
             row = {"case": label, "repetition": repetition, "records": args.records,
                    "partitions": args.partitions, "seconds": round(seconds, 3),
                    "records_per_s": round(args.records / seconds),
                    "mb_per_s": round(mb / seconds, 1),
+                   "replicated_seconds": round(replicated, 3),
+                   "replicated_mb_per_s": round(mb / replicated, 1),
                    "broker_cpu_s_per_gb": round(cpu / (mb / 1000), 2)}
-            print(f"throughput {label}: {row['mb_per_s']} MB/s, {row['records_per_s']} rec/s, "
+            print(f"throughput {label}: {row['mb_per_s']} MB/s acknowledged, "
+                  f"{row['replicated_mb_per_s']} MB/s on every replica, "
                   f"broker CPU {row['broker_cpu_s_per_gb']} s/GB", flush=True)
             rows.append(row)
             cluster.admin().delete_topics([topic], request_timeout=30)[topic].result(30)
@@ -157,20 +179,36 @@ def latency(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
             message = consumer.poll(0.2)
             if message is not None and message.error() is None:
                 sent = STAMP.unpack_from(message.value())[0]
-                e2e.append((time.monotonic_ns() - sent) / 1e6)
+                if sent:  # 0: a warm-up record
+                    e2e.append((time.monotonic_ns() - sent) / 1e6)
         consumer.close()
 
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
     ready.wait(WAIT_S)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                         "linger.ms": 0, "batch.size": 1_000_000, "log_level": 0})
+                         "linger.ms": 0, "batch.size": 1_000_000, "log_level": 0,
+                         "max.in.flight.requests.per.connection": args.max_in_flight})
     padding = b"x" * (KiB - STAMP.size)
 
     def report(err: Any, message: Any) -> None:
-        if err is None:
-            acked.append((time.monotonic_ns() - STAMP.unpack_from(message.value())[0]) / 1e6)
+        sent = STAMP.unpack_from(message.value())[0]
+        if err is None and sent:
+            acked.append((time.monotonic_ns() - sent) / 1e6)
 
+    # warm up: a new partition's followers start fetching it only after their first
+    # fetch of it (a follower told of it before its leader backs off
+    # replica.fetch.backoff.ms), so the first acknowledgement can take a second
+    warm: list[float] = []
+    warm_start = time.monotonic()
+    while not warm:
+        producer.produce(topic, STAMP.pack(0) + padding,
+                         on_delivery=lambda err, _m: warm.append(time.monotonic()))
+        producer.poll(0.05)
+        if time.monotonic() - warm_start > WAIT_S:
+            raise RuntimeError("no acknowledgement during the warm-up")
+    producer.flush(WAIT_S)
+    first_ack_s = warm[0] - warm_start
     start = time.monotonic()
     sent = 0
     while sent < total:
@@ -181,7 +219,7 @@ def latency(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
         producer.poll(0)
         pause = start + sent / args.rate - time.monotonic()
         if pause > 0:
-            time.sleep(pause)
+            producer.poll(pause)  # serves delivery reports as they come
     producer.flush(WAIT_S)
     thread.join(args.seconds + WAIT_S)
 
@@ -193,59 +231,90 @@ def latency(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
                 "max_ms": round(ordered[-1], 2) if ordered else float("nan")}
 
     result = {"rate": args.rate, "seconds": args.seconds, "sent": total,
+              "max_in_flight": args.max_in_flight,
+              "first_ack_of_new_topic_s": round(first_ack_s, 2),
               "end_to_end": summary(e2e), "produce_ack": summary(acked)}
-    print(f"latency at {args.rate}/s (RF=3, acks=all): end-to-end {result['end_to_end']}; "
-          f"acknowledgement {result['produce_ack']}", flush=True)
+    print(f"latency at {args.rate}/s (RF=3, acks=all, max.in.flight {args.max_in_flight}): "
+          f"end-to-end {result['end_to_end']}; "
+          f"acknowledgement {result['produce_ack']}; first acknowledgement on the new topic "
+          f"after {result['first_ack_of_new_topic_s']}s", flush=True)
     return result
 
 
 # --- failover -----------------------------------------------------------------------------
 def failover(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each round kills the leader of one of three partitions: one that is not the
+    controller, or (--kill-controller) the controller's own partition, so a new
+    controller has to be elected first."""
+    partitions = 3
     topic = f"fo-{uuid.uuid4().hex[:8]}"
-    cluster.create_topic(topic, 3, 3, {"min.insync.replicas": "2"})
-    acks: list[float] = []
+    cluster.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
+    acks: dict[int, list[float]] = {p: [] for p in range(partitions)}
     lock = threading.Lock()
     stop = threading.Event()
 
     def produce() -> None:
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                             "linger.ms": 0, "message.timeout.ms": 120000, "log_level": 0})
+                             "linger.ms": 0, "message.timeout.ms": 120000, "log_level": 0,
+                             **dict(args.failover_producer_config)})
 
-        def report(err: Any, _message: Any) -> None:
-            if err is None:
-                with lock:
-                    acks.append(time.monotonic())
+        def reporter(partition: int) -> Any:
+            def report(err: Any, _message: Any) -> None:
+                if err is None:
+                    with lock:
+                        acks[partition].append(time.monotonic())
+            return report
 
         interval = 1.0 / args.failover_rate
+        turn = 0
         while not stop.is_set():
-            producer.produce(topic, b"f" * KiB, partition=0, on_delivery=report)
+            partition = turn % partitions
+            turn += 1
+            producer.produce(topic, b"f" * KiB, partition=partition,
+                             on_delivery=reporter(partition))
             producer.poll(interval)
         producer.flush(WAIT_S)
+
+    def first_ack_after(partition: int, since: float) -> float | None:
+        with lock:
+            return next((a for a in acks[partition] if a > since), None)
 
     thread = threading.Thread(target=produce, daemon=True)
     thread.start()
     rows = []
     try:
-        wait_for(lambda: len(acks) > 50, WAIT_S, "the producer to get going")
+        wait_for(lambda: all(len(a) > 20 for a in acks.values()), WAIT_S,
+                 "the producer to get going")
         for round_ in range(args.rounds):
-            victim = cluster.leader(topic, 0)
+            controller = cluster.controller()
+            leaders = {p: cluster.leader(topic, p) for p in range(partitions)}
+            choice = [p for p, b in leaders.items()
+                      if (b == controller) == args.kill_controller]
+            if not choice:
+                # no partition led by (or apart from) the controller: move on
+                print(f"failover {round_}: leaders {leaders}, controller {controller}: no "
+                      f"partition to kill for this mode; skipped", flush=True)
+                continue
+            partition = choice[0]
+            victim = leaders[partition]
             cluster.kill(victim)
             killed = time.monotonic()
-            new = cluster.wait_leader_not(topic, 0, victim, WAIT_S)
+            new = cluster.wait_leader_not(topic, partition, victim, WAIT_S)
             elected = time.monotonic() - killed
             # reports of answers read before the kill arrive within milliseconds of it
-            first = wait_for(lambda since=killed + 0.1: next(
-                (a for a in list(acks) if a > since), None),
-                WAIT_S, "an acknowledgement from the new leader")
-            row = {"round": round_, "killed": victim, "new_leader": new,
+            first = wait_for(lambda p=partition, since=killed + 0.1: first_ack_after(p, since),
+                             WAIT_S, "an acknowledgement from the new leader")
+            row = {"round": round_, "killed": victim, "was_controller": victim == controller,
+                   "partition": partition, "new_leader": new,
                    "leader_in_zookeeper_s": round(elected, 2),
                    "first_ack_s": round(first - killed, 2)}
-            print(f"failover {round_}: killed broker {victim}; broker {new} named after "
-                  f"{row['leader_in_zookeeper_s']}s, first acknowledged write after "
+            print(f"failover {round_}: killed broker {victim} (leader of {topic}-{partition}"
+                  f"{', the controller' if row['was_controller'] else ''}); broker {new} named "
+                  f"after {row['leader_in_zookeeper_s']}s, first acknowledged write after "
                   f"{row['first_ack_s']}s", flush=True)
             rows.append(row)
             cluster.restart(victim)
-            cluster.wait_full_isr(topic, 3, WAIT_S)
+            cluster.wait_full_isr(topic, partitions, WAIT_S)
     finally:
         stop.set()
         thread.join(WAIT_S)
@@ -263,9 +332,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=2, help="throughput repetitions")
     ap.add_argument("--rate", type=int, default=5000, help="latency: records per second")
     ap.add_argument("--seconds", type=float, default=10.0, help="latency: seconds of load")
+    ap.add_argument("--max-in-flight", type=int, default=5,
+                    help="latency: the producer's max.in.flight.requests.per.connection "
+                         "(5: Kafka's and librdkafka's idempotent default; librdkafka's "
+                         "plain default is 1000000)")
     ap.add_argument("--rounds", type=int, default=5, help="failover: kills")
     ap.add_argument("--failover-rate", type=float, default=200.0,
                     help="failover: records per second to the partition")
+    ap.add_argument("--kill-controller", action="store_true",
+                    help="failover: kill the leader that is also the controller")
+    ap.add_argument("--failover-producer-config", action="append", default=[],
+                    type=lambda kv: tuple(kv.split("=", 1)), metavar="KEY=VALUE",
+                    help="failover: extra librdkafka setting of the producer (repeatable)")
     ap.add_argument("--timeout", type=float, default=300.0, help="bound of one produce run")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="extra broker setting (repeatable)")
@@ -296,8 +374,10 @@ def main(argv: list[str] | None = None) -> int:
     if "throughput" in results:
         for case in sorted({r["case"] for r in results["throughput"]}):
             runs = [r for r in results["throughput"] if r["case"] == case]
-            print(f"{case}: median {statistics.median(r['mb_per_s'] for r in runs)} MB/s, "
-                  f"broker CPU {statistics.median(r['broker_cpu_s_per_gb'] for r in runs)} s/GB")
+            print(f"{case}: median {statistics.median(r['mb_per_s'] for r in runs)} MB/s "
+                  f"acknowledged, {statistics.median(r['replicated_mb_per_s'] for r in runs)} "
+                  f"MB/s on every replica, broker CPU "
+                  f"{statistics.median(r['broker_cpu_s_per_gb'] for r in runs)} s/GB")
     if "failover" in results and results["failover"]:
         firsts = [r["first_ack_s"] for r in results["failover"]]
         print(f"failover: first acknowledged write {min(firsts)}-{max(firsts)} s after kill -9 "

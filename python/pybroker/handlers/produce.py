@@ -55,6 +55,12 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> dict[str, Any]
     if acks == 0:
         return None
     if waiting:
+        if not all(p.acks_all_status(offset) is not None for p, offset, _ in waiting):
+            # about to wait for the followers: the answers held back to go out together
+            # (earlier produce requests of this connection) go now, as before a fetch's
+            # long poll; held until the connection is idle, each would wait for this
+            # request's replication too
+            await request.connection.flush()
         await wait_for_isr(ctx, waiting, request.received_ms + max(0, body["timeout_ms"]) / 1000)
     return {"responses": responses, "throttle_time_ms": 0}
 
