@@ -78,7 +78,8 @@ def test_restarted_leader_truncates_catches_up_and_rejoins_the_isr(cluster: Clus
     cluster.wait_full_isr(topic, PARTITIONS)
     # what an operator sees: Kafka's describe lines, the restarted broker back in every ISR
     described = wait_for(
-        lambda: (lambda d: d if all(p["isr"] == [1, 2, 3] for p in d.values()) else None)(
+        lambda: (lambda d: d if all(sorted(p["isr"]) == [1, 2, 3] for p in d.values())
+                 else None)(
             cluster.describe(topic)),
         WAIT_S, "describe to show full ISRs")
     assert sorted(described) == list(range(PARTITIONS))
