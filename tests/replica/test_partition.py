@@ -133,10 +133,10 @@ def test_a_follower_that_keeps_up_under_steady_produce_stays_in_the_isr(
     p.append_as_leader(batch(2), required_acks=1)
     # the next fetch has everything the leader had at the previous one, though the
     # leader has moved on again: caught up as of the previous fetch
-    p.followers[2].last_fetch_ms -= 1
-    before = p.followers[2].last_fetch_ms
+    follower = p.followers[2]
+    follower.last_caught_up_ms, follower.last_fetch_ms = 0, 12_345  # long ago, both
     p.record_follower_fetch(2, 2)
-    assert p.followers[2].last_caught_up_ms == before
+    assert follower.last_caught_up_ms == 12_345
     # a follower that falls behind what the leader had is not caught up
     p.followers[2].last_caught_up_ms -= 61_000
     p.append_as_leader(batch(2), required_acks=1)
