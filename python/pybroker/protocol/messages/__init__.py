@@ -30,6 +30,7 @@ from pybroker.protocol.messages import (
     produce,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 from pybroker.protocol.schema import Api
 
@@ -65,6 +66,7 @@ APIS: dict[int, Api] = {
         delete_groups,
         incremental_alter_configs,
         offset_delete,
+        write_txn_markers,
     )
 }
 
