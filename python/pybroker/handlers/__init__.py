@@ -33,4 +33,5 @@ from pybroker.handlers import (  # noqa: F401
     produce,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
