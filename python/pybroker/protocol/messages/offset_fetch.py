@@ -1,4 +1,5 @@
-"""OffsetFetch (key 9): read a group's committed offsets (null topics = all, v2+).
+"""OffsetFetch (key 9): read a group's committed offsets (null topics = all, v2+;
+v7 require_stable: UNSTABLE_OFFSET_COMMIT while a transactional commit is pending).
 """
 
 from pybroker.protocol.schema import Api, Array, Field
@@ -6,7 +7,7 @@ from pybroker.protocol.schema import Api, Array, Field
 API = Api(
     key=9,
     name="OffsetFetch",
-    valid_versions=(1, 5),
+    valid_versions=(1, 7),
     flexible_versions="6+",
     request=[
         Field("group_id", "string", "0-7"),
@@ -14,6 +15,7 @@ API = Api(
             Field("name", "string", "0-7"),
             Field("partition_indexes", "[]int32", "0-7"),
         ], nullable="2-7"),
+        Field("require_stable", "bool", "7+"),
     ],
     response=[
         Field("throttle_time_ms", "int32", "3+"),
