@@ -743,7 +743,7 @@ class GroupCoordinator:
                 pending.failed = ErrorCode.COORDINATOR_NOT_AVAILABLE
             if pending.failed is not None:
                 # the batch was not written: the next one reuses its sequences
-                self.txn_offsets.forget_partition(self.store.partition_of(group_id))
+                self.txn_offsets.unsend(self.store.partition_of(group_id), producer)
         return pending
 
     def finish_txn_commit(self, pending: PendingCommit, stored: ErrorCode
