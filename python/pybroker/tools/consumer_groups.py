@@ -118,12 +118,14 @@ def reset(tool: GroupTool, args: argparse.Namespace, groups: list[str]) -> int:
     else:
         raise ToolError("Option --reset-offsets needs a reset specification "
                         "(--to-earliest, --to-latest, --to-offset, --to-datetime).")
-    if not args.execute:
+    if not args.execute and not args.dry_run:
+        # as Kafka: only when neither mode was chosen, and on stderr (stdout is the table)
         print("WARN: No action will be performed as the --execute option is missing. "
               "In a future major release, the default behavior of this command will be to "
               "prompt the user before executing the reset rather than doing a dry run. "
               "You should add the --dry-run option explicitly if you are scripting this "
-              "command and want to keep the current default behavior without prompting.")
+              "command and want to keep the current default behavior without prompting.",
+              file=sys.stderr)
     for group in groups:
         rows = tool.reset(group, args.topic, args.all_topics, spec, execute=args.execute)
         print_table(rows, RESET_COLUMNS)
