@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                               "too (default: warnings, client lines hidden)")
         sub.add_argument("--verbose", action="store_true",
                          help="also show the Kafka client's (librdkafka's) own log lines")
+        # as Kafka's scripts take it
+        sub.add_argument("--version", action="version", version=f"pybroker {__version__}")
         sub.set_defaults(run=tool.run)
     return parser
 

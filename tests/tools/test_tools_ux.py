@@ -66,6 +66,9 @@ def test_version_is_the_cargo_workspaces() -> None:
     result = pybroker_run("--version")
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"pybroker {cargo_version()}\n"
+    # Kafka's scripts take --version too
+    for command in ("topics", "console-consumer", "dump-log-segments"):
+        assert pybroker_run(command, "--version").stdout == result.stdout
     assert pybroker.__version__ == version("pybroker") == cargo_version()
     assert "version" not in re.findall(r"^(\w+) =", (ROOT / "pyproject.toml").read_text(),
                                        re.MULTILINE)
