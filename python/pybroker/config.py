@@ -211,6 +211,23 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _k("offset.metadata.max.bytes", T.INT, 4096, "Largest metadata of a committed offset."),
     _k("offsets.retention.check.interval.ms", T.LONG, 600000,
        "How often expired committed offsets are removed."),
+    # --- KIP-848 consumer groups (group.protocol=consumer) ---
+    _k("group.consumer.assignors", T.LIST, ["uniform", "range"],
+       "Server-side assignors; the first is the default."),
+    _k("group.consumer.session.timeout.ms", T.INT, 45000,
+       "A member silent this long is removed from its consumer group."),
+    _k("group.consumer.min.session.timeout.ms", T.INT, 45000,
+       "Smallest group.consumer.session.timeout.ms allowed.", minimum=1),
+    _k("group.consumer.max.session.timeout.ms", T.INT, 60000,
+       "Largest group.consumer.session.timeout.ms allowed.", minimum=1),
+    _k("group.consumer.heartbeat.interval.ms", T.INT, 5000,
+       "The heartbeat interval consumer group members are given."),
+    _k("group.consumer.min.heartbeat.interval.ms", T.INT, 5000,
+       "Smallest group.consumer.heartbeat.interval.ms allowed.", minimum=1),
+    _k("group.consumer.max.heartbeat.interval.ms", T.INT, 15000,
+       "Largest group.consumer.heartbeat.interval.ms allowed.", minimum=1),
+    _k("group.consumer.max.size", T.INT, INT_MAX, "Most members of one consumer group.",
+       minimum=1),
 )
 del T
 

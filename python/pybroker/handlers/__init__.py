@@ -4,6 +4,8 @@ them all in `registry.HANDLERS`."""
 from pybroker.handlers import (  # noqa: F401
     alter_configs,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
     delete_groups,

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pybroker.server.dispatch import Request
 
 
-@handles(8, (2, 7))
+@handles(8, (2, 9))
 async def handle_offset_commit(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     topics = [

@@ -1,4 +1,5 @@
-"""OffsetFetch (9): a group's committed offsets (v2+: all of them for null topics)."""
+"""OffsetFetch (9): a group's committed offsets (v2+: all of them for null topics;
+v8+: several groups per request; v9: a KIP-848 member's epoch is checked)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,27 @@ if TYPE_CHECKING:
     from pybroker.server.dispatch import Request
 
 
-@handles(9, (1, 5))
+@handles(9, (1, 9))
 async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
-    requested = body["topics"]
+    if request.version >= 8:
+        return {"throttle_time_ms": 0, "groups": [
+            fetch_group(ctx, g["group_id"], g["topics"], g.get("member_id"),
+                        g.get("member_epoch", -1) if request.version >= 9 else -1)
+            for g in body["groups"] or []]}
+    group = fetch_group(ctx, body["group_id"], body["topics"], None, -1)
+    return {"throttle_time_ms": 0, "topics": group["topics"], "error_code": 0}
+
+
+def fetch_group(ctx: BrokerContext, group_id: str, requested: list[dict[str, Any]] | None,
+                member_id: str | None, member_epoch: int) -> dict[str, Any]:
+    code = ctx.groups.consumer.fetch_error(group_id, member_id, member_epoch)
+    if code is not None:
+        return {"group_id": group_id, "topics": [], "error_code": int(code)}
     topics = None if requested is None else [
         (t["name"], list(t["partition_indexes"] or [])) for t in requested]
-    results = ctx.groups.fetch_offsets(body["group_id"], topics)
     out = []
-    for name, parts in results:
+    for name, parts in ctx.groups.fetch_offsets(group_id, topics):
         partitions = []
         for index, entry in parts:
             if entry is None:
@@ -31,4 +44,4 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> dict[str,
                                    "committed_leader_epoch": entry.leader_epoch,
                                    "metadata": entry.metadata, "error_code": 0})
         out.append({"name": name, "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": out, "error_code": 0}
+    return {"group_id": group_id, "topics": out, "error_code": 0}

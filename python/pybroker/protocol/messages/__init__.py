@@ -5,6 +5,8 @@ from pybroker.protocol.messages import (
     add_partitions_to_txn,
     alter_configs,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
     delete_groups,
@@ -65,6 +67,8 @@ APIS: dict[int, Api] = {
         delete_groups,
         incremental_alter_configs,
         offset_delete,
+        consumer_group_heartbeat,
+        consumer_group_describe,
     )
 }
 
