@@ -15,7 +15,6 @@ import pytest
 from confluent_kafka import ConsumerGroupType, TopicPartition, libversion
 
 from .groupclients import GroupMember
-from .groupclients import poll_until as poll_classic
 from .helpers import admin, assert_delivered, create_topic, produce_all, producer
 from .kip848clients import FAST_GROUPS, Member848, poll_until
 
