@@ -155,7 +155,7 @@ class ConsumerGroupCoordinator:
         self._validate(body, version)
         group_id = body["group_id"]
         if (code := self.parent.coordinator_error(group_id)) is not None:
-            raise HeartbeatError(code, None or code.name)
+            raise HeartbeatError(code, code.name)
         member_id = body["member_id"] or ""
         epoch = body["member_epoch"]
         records: list[Record] = []
