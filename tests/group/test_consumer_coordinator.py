@@ -231,3 +231,15 @@ def test_state_is_rebuilt_from_the_records() -> None:
     assert again.delete_groups(["g"]) == [("g", ErrorCode.NONE)]
     third, _, _ = make(store=store)
     assert third.consumer.group("g") is None and "g" not in third.groups
+
+
+def test_empty_classic_group_becomes_a_consumer_group_keeping_offsets() -> None:
+    co, _, store = make()
+    co.commit_offsets("old", -1, "", None, [("t", [(2, 7, -1, None)])])  # offsets only
+    assert co.groups["old"].consumer is None
+    r = hb(co, "a", 0, group="old")
+    assert r["error_code"] == 0 and co.groups["old"].consumer is not None
+    assert co.groups["old"].offsets[("t", 2)].offset == 7
+    again, _, _ = make(store=store)
+    assert again.consumer.group("old") is not None
+    assert again.groups["old"].offsets[("t", 2)].offset == 7

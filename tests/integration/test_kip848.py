@@ -174,6 +174,9 @@ def test_classic_and_kip848_groups_side_by_side_and_the_tool(
         assert "classic-g" in kinds, (kinds, listed.errors)
         assert kinds["classic-g"] == ConsumerGroupType.CLASSIC
         assert kinds["modern-g"] == ConsumerGroupType.CONSUMER
+        only = client.list_consumer_groups(types={ConsumerGroupType.CONSUMER},
+                                           request_timeout=10).result()
+        assert {g.group_id for g in only.valid} == {"modern-g"}  # ListGroups v5 types filter
 
         for group in ("classic-g", "modern-g"):
             offsets = rows(tool(b.bootstrap, "--describe", "--group", group))
@@ -207,3 +210,20 @@ def test_classic_and_kip848_groups_side_by_side_and_the_tool(
     finally:
         for m in classic + modern:  # type: ignore[operator]
             m.close()
+
+
+def test_regex_subscription_follows_new_topics(broker_factory: BrokerFactory,
+                                               topic_name: str) -> None:
+    b = broker_factory(FAST_GROUPS)
+    first, second = f"{topic_name}-a", f"{topic_name}-b"
+    create_topic(b.bootstrap, first, 2)
+    create_topic(b.bootstrap, "unrelated", 1)
+    m = Member848(b.bootstrap, "regex", [f"^{topic_name}-.*"])
+    try:
+        poll_until([m], lambda: m.assignment == {(first, 0), (first, 1)},
+                   what="the matching topic")
+        create_topic(b.bootstrap, second, 1)  # the broker resolves the regex again
+        poll_until([m], lambda: m.assignment == {(first, 0), (first, 1), (second, 0)},
+                   what="the new matching topic")
+    finally:
+        m.close()
