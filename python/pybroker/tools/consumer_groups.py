@@ -52,8 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="describe: the group's coordinator, assignor, state and size")
     parser.add_argument("--offsets", action="store_true",
                         help="describe: offsets and lag per partition (the default)")
-    parser.add_argument("--verbose", action="store_true",
-                        help="describe --members / --state: more columns")
+    # --verbose (describe --members / --state: more columns, as Kafka's) is every tool's
+    # option (cli.py), which also shows the Kafka client's log lines on stderr
     parser.add_argument("--all-groups", action="store_true",
                         help="describe / delete / reset every group")
     parser.add_argument("--topic", action="append", default=[],
