@@ -508,6 +508,10 @@ class ConsumerGroupCoordinator:
             return ErrorCode.STALE_MEMBER_EPOCH
         return None
 
+    def is_member(self, group_id: str, member_id: str) -> bool:
+        group = self.group(group_id)
+        return group is not None and member_id in group.members
+
     def fetch_error(self, group_id: str, member_id: str | None, member_epoch: int
                     ) -> ErrorCode | None:
         """OffsetFetch v9 (Kafka's validateOffsetFetch): a member fetching offsets must
