@@ -227,3 +227,36 @@ def test_regex_subscription_follows_new_topics(broker_factory: BrokerFactory,
                    what="the new matching topic")
     finally:
         m.close()
+
+
+def test_members_survive_a_broker_restart(broker_factory: BrokerFactory,
+                                          topic_name: str) -> None:
+    """The group is rebuilt from __consumer_offsets: after a restart the members carry on
+    with their epochs and partitions (no rejoin, nothing moves)."""
+    from pybroker.tools._group_views import describe_raw
+
+    b = broker_factory(FAST_GROUPS)
+    create_topic(b.bootstrap, topic_name, 4)
+    members = [Member848(b.bootstrap, "survivor", [topic_name]) for _ in range(2)]
+    try:
+        poll_until(members, lambda: [len(m.assignment) for m in members] == [2, 2],
+                   what="an even split")
+        before = describe_raw("127.0.0.1", b.port, "survivor", 10)
+        assert before is not None and before["group_state"] == "Stable"
+        b.restart()
+        after = describe_raw("127.0.0.1", b.port, "survivor", 10)
+        assert after is not None
+        assert {m["member_id"]: m["member_epoch"] for m in after["members"]} == \
+            {m["member_id"]: m["member_epoch"] for m in before["members"]}
+        assert after["group_epoch"] == before["group_epoch"]
+        held = [set(m.assignment) for m in members]
+        records = [{"value": b"r%d" % i, "partition": i % 4} for i in range(20)]
+        assert_delivered(produce_all(producer(b.bootstrap), topic_name, records))
+        poll_until(members, lambda: len({v for m in members for *_, v in m.messages}) >= 20,
+                   what="records after the restart")
+        assert [set(m.assignment) for m in members] == held
+        final = describe_raw("127.0.0.1", b.port, "survivor", 10)
+        assert final is not None and final["group_epoch"] == before["group_epoch"]
+    finally:
+        for m in members:
+            m.close()
