@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from pybroker.errors import ErrorCode
 from pybroker.group.consumer import records as crec
+from pybroker.group.consumer import replay
 from pybroker.group.consumer.assignors import ASSIGNORS
+from pybroker.group.consumer.describe import described_group, not_described
 from pybroker.group.consumer.state import (
     LEAVE_EPOCH,
     LEAVE_STATIC_EPOCH,
@@ -546,51 +548,22 @@ class ConsumerGroupCoordinator:
 
     def tombstones(self, holder: Group) -> list[Record]:
         """Records deleting a consumer group's state (the group is deleted or dies)."""
-        group = holder.consumer
-        if group is None:
-            return []
-        gid = group.group_id
-        records: list[Record] = []
-        for member_id in set(group.members) | set(group.target):
-            for record_type in (crec.CURRENT_MEMBER_ASSIGNMENT, crec.TARGET_ASSIGNMENT_MEMBER,
-                                crec.MEMBER_METADATA):
-                records.append((crec.key(record_type, gid, member_id), None))
-        for record_type in (crec.TARGET_ASSIGNMENT_METADATA, crec.PARTITION_METADATA,
-                            crec.GROUP_METADATA):
-            records.append((crec.key(record_type, gid), None))
-        return records
+        return [] if holder.consumer is None else replay.tombstones(holder.consumer)
 
     # --- ConsumerGroupDescribe -----------------------------------------------------------
     def describe(self, group_id: str) -> Body:
-        base: Body = {"error_code": 0, "error_message": None, "group_id": group_id,
-                      "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
-                      "assignor_name": "", "members": [],
-                      "authorized_operations": -2147483648}
         if not group_id:
-            return base | {"error_code": int(ErrorCode.INVALID_GROUP_ID)}
+            return not_described(group_id, ErrorCode.INVALID_GROUP_ID)
         if (code := self.parent.coordinator_error(group_id)) is not None:
-            return base | {"error_code": int(code)}
+            return not_described(group_id, code)
         holder = self.parent.groups.get(group_id)
         group = holder.consumer if holder is not None else None
         if group is None:
-            return base | {"error_code": int(ErrorCode.GROUP_ID_NOT_FOUND),
-                           "error_message": f"Group {group_id} is not a consumer group."
-                           if holder is not None else f"Group {group_id} not found."}
-        names = {topic_id: name for name, (topic_id, _) in self.topics.topics().items()}
-        members = [{
-            "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
-            "member_epoch": m.member_epoch, "client_id": m.client_id,
-            "client_host": m.client_host,
-            "subscribed_topic_names": list(m.subscribed_topic_names),
-            "subscribed_topic_regex": m.subscribed_topic_regex,
-            "assignment": {"topic_partitions": _described(m.assigned, names)},
-            "target_assignment": {"topic_partitions": _described(
-                group.target.get(m.member_id, {}), names)},
-        } for m in group.members.values()]
-        return base | {"group_state": group.state, "group_epoch": group.group_epoch,
-                       "assignment_epoch": group.assignment_epoch,
-                       "assignor_name": group.assignor or self._select_assignor(group),
-                       "members": members}
+            return not_described(group_id, ErrorCode.GROUP_ID_NOT_FOUND,
+                                 f"Group {group_id} is not a consumer group."
+                                 if holder is not None else f"Group {group_id} not found.")
+        return described_group(group, self.topics.topics(),
+                               group.assignor or self._select_assignor(group))
 
     # --- persistence -----------------------------------------------------------------
     def _append(self, group_id: str, records: list[Record]) -> None:
@@ -608,59 +581,6 @@ class ConsumerGroupCoordinator:
         except HeartbeatError:
             pass
 
-    def replay(self, key: crec.ConsumerKey, value: bytes | None,
-               groups: dict[str, ConsumerGroup]) -> None:
-        """Apply one record read back from `__consumer_offsets`."""
-        group = groups.get(key.group)
-        if group is None:
-            if value is None:
-                return
-            group = groups[key.group] = ConsumerGroup(key.group)
-        t = key.type
-        if t == crec.GROUP_METADATA:
-            if value is None:
-                del groups[key.group]
-            else:
-                group.group_epoch = crec.decode_epoch_value(value)
-            return
-        if t == crec.PARTITION_METADATA:
-            group.subscription_metadata = ({} if value is None
-                                           else crec.decode_partition_metadata_value(value))
-            return
-        if t == crec.TARGET_ASSIGNMENT_METADATA:
-            group.assignment_epoch = 0 if value is None else crec.decode_epoch_value(value)
-            return
-        member_id = key.member or ""
-        if t == crec.TARGET_ASSIGNMENT_MEMBER:
-            if value is None:
-                group.target.pop(member_id, None)
-            else:
-                group.target[member_id] = crec.decode_target_member_value(value)
-            return
-        if value is None:
-            if t == crec.MEMBER_METADATA:
-                group.members.pop(member_id, None)
-            return
-        member = group.members.setdefault(member_id, ConsumerMember(member_id))
-        if t == crec.MEMBER_METADATA:
-            meta = crec.decode_member_metadata_value(value)
-            member.instance_id, member.rack_id = meta.instance_id, meta.rack_id
-            member.client_id, member.client_host = meta.client_id, meta.client_host
-            member.subscribed_topic_names = list(meta.subscribed_topic_names)
-            member.subscribed_topic_regex = meta.subscribed_topic_regex
-            member.rebalance_timeout_ms = meta.rebalance_timeout_ms
-            member.server_assignor = meta.server_assignor
-        elif t == crec.CURRENT_MEMBER_ASSIGNMENT:
-            current = crec.decode_current_assignment_value(value)
-            member.member_epoch = current.member_epoch
-            member.previous_member_epoch = current.previous_member_epoch
-            try:
-                member.state = MemberState(current.state)
-            except ValueError:
-                member.state = MemberState.UNKNOWN
-            member.assigned = current.assigned
-            member.pending_revocation = current.pending_revocation
-
     def load(self, partition: int | None = None) -> None:
         """Rebuild the consumer groups of one offsets partition (or all) after the
         classic coordinator loaded its groups and offsets; members get a fresh
@@ -670,7 +590,7 @@ class ConsumerGroupCoordinator:
             try:
                 key = crec.decode_key(key_bytes)
                 if key is not None:
-                    self.replay(key, value, rebuilt)
+                    replay.apply(key, value, rebuilt)
             except (ValueError, IndexError, UnicodeDecodeError) as exc:
                 log.warning("skipping undecodable consumer group record: %s", exc)
         now = self.parent.clock()
@@ -696,9 +616,3 @@ def _wire_assignment(assignment: crec.Assignment) -> list[Body]:
             for topic_id, parts in sorted(assignment.items(), key=lambda kv: kv[0].bytes)
             if parts]
 
-
-def _described(assignment: crec.Assignment, names: dict[uuid.UUID, str]) -> list[Body]:
-    return [{"topic_id": topic_id.bytes, "topic_name": names.get(topic_id, ""),
-             "partitions": sorted(parts)}
-            for topic_id, parts in sorted(assignment.items(), key=lambda kv: kv[0].bytes)
-            if parts]
