@@ -243,3 +243,16 @@ def test_empty_classic_group_becomes_a_consumer_group_keeping_offsets() -> None:
     again, _, _ = make(store=store)
     assert again.consumer.group("old") is not None
     assert again.groups["old"].offsets[("t", 2)].offset == 7
+
+
+def test_member_that_does_not_revoke_in_time_is_removed() -> None:
+    co, clock, _ = make()
+    hb(co, "a", 0)  # rebalance timeout 30 s
+    hb(co, "b", 0)
+    hb(co, "a", 1, owned={0, 1, 2, 3})  # told to revoke two
+    clock.now += 20_000
+    hb(co, "b", 2, owned=set())  # keeps b's session alive
+    hb(co, "a", 1)  # a heartbeats but never acknowledges
+    clock.now += 11_000
+    co.tick()
+    assert set(co.consumer.group("g").members) == {"b"}
