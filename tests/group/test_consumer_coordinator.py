@@ -256,3 +256,12 @@ def test_member_that_does_not_revoke_in_time_is_removed() -> None:
     clock.now += 11_000
     co.tick()
     assert set(co.consumer.group("g").members) == {"b"}
+
+
+def test_offset_delete_refuses_subscribed_topics() -> None:
+    co, _, _ = make()
+    hb(co, "a", 0)
+    co.commit_offsets("g", 1, "a", None, [("t", [(0, 5, -1, None)]), ("u", [(0, 1, -1, None)])])
+    code, results = co.delete_offsets("g", [("t", [0]), ("u", [0])])
+    assert code == ErrorCode.NONE
+    assert results == [("t", [(0, 86)]), ("u", [(0, ErrorCode.NONE)])]  # 86: subscribed

@@ -744,6 +744,8 @@ class GroupCoordinator:
 
     def _subscribed_topics(self, group: Group) -> set[str]:
         """Topics the members of a consumer group subscribe to (empty if unknown)."""
+        if group.consumer is not None:
+            return set(group.consumer.subscription_metadata)
         if not group.members or group.protocol_type != "consumer":
             return set()
         topics: set[str] = set()
