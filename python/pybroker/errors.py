@@ -94,6 +94,7 @@ class ErrorCode(enum.IntEnum):
     FENCED_INSTANCE_ID = 82
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
+    UNSUPPORTED_ENDPOINT_TYPE = 119
 
 
 class KafkaError(Exception):

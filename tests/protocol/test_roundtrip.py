@@ -70,8 +70,10 @@ def test_registry_covers_the_brief() -> None:
         26: (0, 2), 28: (0, 3), 32: (1, 3), 33: (0, 1), 37: (0, 1), 42: (0, 1), 44: (0, 0),
         47: (0, 0),
     }
+    expected.update({35: (1, 4), 60: (0, 1)})  # issue 15: DescribeLogDirs, DescribeCluster
     assert {k: (a.min_version, a.max_version) for k, a in APIS.items()} == expected
     flexible = {(k, v) for k, a in APIS.items() for v in range(a.min_version, a.max_version + 1)
                 if a.is_flexible(v)}
-    assert flexible == {(1, 12), (18, 3), (18, 4), (28, 3)}
+    assert flexible == {(1, 12), (18, 3), (18, 4), (28, 3),
+                        (35, 2), (35, 3), (35, 4), (60, 0), (60, 1)}
     assert not APIS[0].is_flexible(8) and APIS[0].is_flexible(9)

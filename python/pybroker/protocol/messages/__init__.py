@@ -10,8 +10,10 @@ from pybroker.protocol.messages import (
     delete_groups,
     delete_records,
     delete_topics,
+    describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     end_txn,
     fetch,
     find_coordinator,
@@ -65,6 +67,8 @@ APIS: dict[int, Api] = {
         delete_groups,
         incremental_alter_configs,
         offset_delete,
+        describe_log_dirs,
+        describe_cluster,
     )
 }
 
