@@ -144,11 +144,29 @@ def _receive(sock: socket.socket, count: int, deadline: float) -> bytes:
     return bytes(data)
 
 
+#: Kafka's default messages of the errors the tools print per partition (the text of
+#: the exception the Java tools print); other codes print their name
+KAFKA_MESSAGES = {
+    "OFFSET_OUT_OF_RANGE": "The requested offset is not within the range of offsets "
+                           "maintained by the server.",
+    "UNKNOWN_TOPIC_OR_PARTITION": "This server does not host this topic-partition.",
+    "LEADER_NOT_AVAILABLE": "There is no leader for this topic-partition as we are in the "
+                            "middle of a leadership election.",
+    "NOT_LEADER_OR_FOLLOWER": "For requests intended only for the leader, this error "
+                              "indicates that the broker is not the current leader. For "
+                              "requests intended for any replica, this error indicates that "
+                              "the broker is not a replica of the topic partition.",
+    "REQUEST_TIMED_OUT": "The request timed out.",
+    "POLICY_VIOLATION": "Request parameters do not satisfy the configured policy.",
+}
+
+
 def error_text(code: int) -> str:
-    """A Kafka error code as the tools print it (its name, Kafka's exception text)."""
+    """A Kafka error code as the Java tools print it: the exception's message."""
     from pybroker.errors import ErrorCode
 
     try:
-        return ErrorCode(code).name
+        name = ErrorCode(code).name
     except ValueError:
         return f"error code {code}"
+    return KAFKA_MESSAGES.get(name, name)
