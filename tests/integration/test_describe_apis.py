@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from pybroker.tools._wire import WireClient
 from tests.conftest import Broker, BrokerFactory
@@ -27,6 +28,11 @@ def test_describe_cluster_names_this_broker(broker_factory: BrokerFactory) -> No
                                       "endpoint_type": 2})
         assert refused["error_code"] == UNSUPPORTED_ENDPOINT_TYPE
         assert refused["brokers"] == []
+    # librdkafka's describe_cluster uses API 60 when it is advertised
+    described = AdminClient({"bootstrap.servers": b.bootstrap}).describe_cluster(
+        request_timeout=10).result(30)
+    assert [(n.id, n.port, n.rack) for n in described.nodes] == [(0, b.port, "r1")]
+    assert described.controller.id == 0
 
 
 def test_describe_log_dirs_sizes_and_selection(broker: Broker, topic_name: str) -> None:
