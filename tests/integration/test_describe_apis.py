@@ -29,8 +29,8 @@ def test_describe_cluster_names_this_broker(broker_factory: BrokerFactory) -> No
         assert refused["error_code"] == UNSUPPORTED_ENDPOINT_TYPE
         assert refused["brokers"] == []
     # librdkafka's describe_cluster uses API 60 when it is advertised
-    described = AdminClient({"bootstrap.servers": b.bootstrap}).describe_cluster(
-        request_timeout=10).result(30)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    described = admin.describe_cluster(request_timeout=10).result(30)
     assert [(n.id, n.port, n.rack) for n in described.nodes] == [(0, b.port, "r1")]
     assert described.controller.id == 0
 
