@@ -14,9 +14,11 @@ one line per config, sorted, `  name=value sensitive=false synonyms={SOURCE:name
 --entity-name, every entity of the type is described (for brokers, each broker then
 the default).
 
-Entity types are pluggable: an `EntityType` knows its resource, how to list its
-entities and whether it has a default; `ENTITY_TYPES` maps --entity-type names to
-them (topics and brokers here; users and clients can register theirs). Requests go
+Entity types are pluggable: an `EntityType` knows how to list its entities, whether
+it has a default, which broker to ask, and how to describe and alter one (by default
+DescribeConfigs / IncrementalAlterConfigs on its resource type); `ENTITY_TYPES` maps
+--entity-type names to them (topics and brokers here; users and clients, whose
+configs are quotas, can register theirs with their own describe / alter). Requests go
 over pybroker's own protocol client (tools/_wire.py), which keeps every synonym of
 a key: a broker key set in several layers is listed once per layer, as Kafka does."""
 
@@ -65,6 +67,36 @@ class EntityType:
 
     def shown_source(self, entity: str) -> ConfigSource:
         return self.dynamic_source
+
+    def describe(self, client: WireClient, entity: str) -> list[dict[str, Any]]:
+        """The entity's config entries as DescribeConfigs gives them (name, value,
+        config_source, is_sensitive, synonyms [{name, value, source}]). Types whose
+        configs are not DescribeConfigs resources (quotas) override this and alter."""
+        resource = "" if entity == DEFAULT_ENTITY else entity
+        answer = client.request(DESCRIBE_CONFIGS, {
+            "resources": [{"resource_type": self.resource_type, "resource_name": resource,
+                           "configuration_keys": None}],
+            "include_synonyms": True, "include_documentation": False,
+        }, node=self.node(entity))
+        result = answer["results"][0]
+        if result["error_code"]:
+            raise ToolError(result["error_message"] or f"error code {result['error_code']}")
+        return list(result["configs"])
+
+    def alter(self, client: WireClient, entity: str, added: dict[str, str],
+              deleted: list[str]) -> None:
+        """Set `added` and remove `deleted` (IncrementalAlterConfigs)."""
+        ops = ([{"name": k, "config_operation": SET, "value": v} for k, v in added.items()]
+               + [{"name": k, "config_operation": DELETE, "value": None} for k in deleted])
+        resource = "" if entity == DEFAULT_ENTITY else entity
+        answer = client.request(INCREMENTAL_ALTER_CONFIGS, {
+            "resources": [{"resource_type": self.resource_type, "resource_name": resource,
+                           "configs": ops}],
+            "validate_only": False,
+        }, node=self.node(entity))
+        result = answer["responses"][0]
+        if result["error_code"]:
+            raise ToolError(result["error_message"] or f"error code {result['error_code']}")
 
 
 class Topics(EntityType):
@@ -159,22 +191,9 @@ def describe(client: WireClient, kind: EntityType, entity: str | None, show_all:
             print(f"Default configs for {kind.name} in the cluster are:")
         else:
             print(f"{'All' if show_all else 'Dynamic'} configs for {kind.singular} {name} are:")
-        for entry in sorted(describe_entries(client, kind, name), key=lambda e: e["name"]):
+        for entry in sorted(kind.describe(client, name), key=lambda e: e["name"]):
             if show_all or entry["config_source"] == kind.shown_source(name):
                 print("  " + format_entry(entry))
-
-
-def describe_entries(client: WireClient, kind: EntityType, entity: str) -> list[dict[str, Any]]:
-    resource = "" if entity == DEFAULT_ENTITY else entity
-    answer = client.request(DESCRIBE_CONFIGS, {
-        "resources": [{"resource_type": kind.resource_type, "resource_name": resource,
-                       "configuration_keys": None}],
-        "include_synonyms": True, "include_documentation": False,
-    }, node=kind.node(entity))
-    result = answer["results"][0]
-    if result["error_code"]:
-        raise ToolError(result["error_message"] or f"error code {result['error_code']}")
-    return list(result["configs"])
 
 
 def format_entry(entry: dict[str, Any]) -> str:
@@ -212,17 +231,7 @@ def alter(client: WireClient, kind: EntityType, entity: str | None,
     both = sorted(set(added) & set(deleted))
     if both:
         raise ToolError(f"Invalid config(s): {','.join(both)} are both added and deleted")
-    ops = ([{"name": k, "config_operation": SET, "value": v} for k, v in added.items()]
-           + [{"name": k, "config_operation": DELETE, "value": None} for k in deleted])
-    resource = "" if entity == DEFAULT_ENTITY else entity
-    answer = client.request(INCREMENTAL_ALTER_CONFIGS, {
-        "resources": [{"resource_type": kind.resource_type, "resource_name": resource,
-                       "configs": ops}],
-        "validate_only": False,
-    }, node=kind.node(entity))
-    result = answer["responses"][0]
-    if result["error_code"]:
-        raise ToolError(result["error_message"] or f"error code {result['error_code']}")
+    kind.alter(client, entity, added, deleted)
     if entity == DEFAULT_ENTITY:
         print(f"Completed updating default config for {kind.name} in the cluster.")
     else:
