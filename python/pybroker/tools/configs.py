@@ -177,9 +177,8 @@ def run(args: argparse.Namespace) -> int:
                 alter(client, kind, entity, args)
         return 0
     except (ToolError, OSError) as exc:
-        print(f"Error while executing config command with args '{' '.join(sys.argv[1:])}'",
-              file=sys.stderr)
-        print(str(exc), file=sys.stderr)
+        # one line (the project's rule for tool failures), in Kafka's words
+        print(f"Error while executing config command : {exc}", file=sys.stderr)
         return 1
 
 
