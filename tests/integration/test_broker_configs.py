@@ -51,3 +51,29 @@ def test_dynamic_configs_on_one_node_survive_restart(broker_factory: BrokerFacto
     entry = broker_entries(b.bootstrap)["log.retention.hours"]
     assert entry.value == "50"  # type: ignore[attr-defined]
     assert entry.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value  # type: ignore[attr-defined]
+
+
+def test_incremental_ops_on_the_cluster_default(broker_factory: BrokerFactory) -> None:
+    """APPEND to a LIST key starts from its effective value; validate_only stores
+    nothing; a bad value is INVALID_CONFIG (raw requests: librdkafka refuses the
+    default's empty resource name)."""
+    from pybroker.tools._wire import WireClient
+
+    b = broker_factory()
+    append, set_ = 2, 0
+
+    def alter(client: WireClient, name: str, value: str, op: int,
+              validate_only: bool = False) -> int:
+        answer = client.request(44, {"resources": [{
+            "resource_type": 4, "resource_name": "",
+            "configs": [{"name": name, "config_operation": op, "value": value}]}],
+            "validate_only": validate_only})
+        return int(answer["responses"][0]["error_code"])
+
+    with WireClient(b.bootstrap, 10000) as client:
+        assert alter(client, "log.cleanup.policy", "compact", append) == 0
+        assert alter(client, "log.retention.ms", "1000", set_, validate_only=True) == 0
+        assert alter(client, "log.retention.ms", "soon", set_) == 40  # INVALID_CONFIG
+    entries = broker_entries(b.bootstrap)
+    assert entries["log.cleanup.policy"].value == "delete,compact"  # type: ignore[attr-defined]
+    assert entries["log.retention.ms"].value is None  # type: ignore[attr-defined]
