@@ -15,7 +15,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from pybroker.config import BROKER_DEFAULT_ENTITY, BrokerConfig, ConfigError, parse_dynamic
+from pybroker.config import (
+    BROKER_DEFAULT_ENTITY,
+    BY_NAME,
+    DYNAMIC_BROKER_KEYS,
+    BrokerConfig,
+    ConfigError,
+    parse_dynamic,
+)
 from pybroker.coordination.base import CoordinationBackend, WatchHandle
 from pybroker.errors import ErrorCode, KafkaError
 
@@ -104,8 +111,4 @@ class DynamicBrokerConfigs:
 
 
 def _not_dynamic(name: str) -> bool:
-    try:
-        parse_dynamic(name, None)
-    except ConfigError:
-        return True
-    return False
+    return name not in DYNAMIC_BROKER_KEYS or name not in BY_NAME
