@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from pybroker.admin.broker_configs import DynamicBrokerConfigs
+from pybroker.admin.broker_configs import CONNECTION_LIMIT_KEYS, DynamicBrokerConfigs
 from pybroker.admin.topics import TopicAdmin
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
@@ -143,6 +143,9 @@ class Broker:
 
         dispatcher = Dispatcher(ctx)
         server = ConnectionServer(config, dispatcher.handle_frame, self.metrics)
+        broker_configs.listeners.append(
+            lambda changed: server.quotas.reconfigure(config)
+            if changed & CONNECTION_LIMIT_KEYS else None)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(controller.run)

@@ -230,8 +230,8 @@ TOPIC_KEYS: dict[str, ConfigKey] = {k.topic_name: k for k in BROKER_CONFIGS if k
 #: time: every topic-config default (a new topic, and the open logs that do not
 #: override it, take the new value), the cleaner's settings it reads per cleaning and
 #: the replication throttles. A name missing from BY_NAME (a key this build lacks)
-#: stays refused. Kafka's other dynamic keys (thread counts, listeners, SSL, quotas of
-#: connections) have no run-time effect here and are refused rather than ignored.
+#: stays refused. Kafka's other dynamic keys (thread counts, listeners, SSL) have no
+#: run-time effect here and are refused rather than ignored.
 DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset({
     *(k.name for k in BROKER_CONFIGS if k.topic_name),
     "log.roll.ms", "log.retention.ms", "log.retention.minutes",
@@ -239,6 +239,8 @@ DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset({
     "log.cleaner.io.max.bytes.per.second", "log.cleaner.dedupe.buffer.size",
     # read by the replication throttles through BrokerConfig
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    # the connection limits, re-read when they change
+    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
 })
 #: Kafka's entity name of the cluster-wide default (/config/brokers/<default>)
 BROKER_DEFAULT_ENTITY = "<default>"

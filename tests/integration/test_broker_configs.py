@@ -77,3 +77,48 @@ def test_incremental_ops_on_the_cluster_default(broker_factory: BrokerFactory) -
     entries = broker_entries(b.bootstrap)
     assert entries["log.cleanup.policy"].value == "delete,compact"  # type: ignore[attr-defined]
     assert entries["log.retention.ms"].value is None  # type: ignore[attr-defined]
+
+
+def _api_versions_ok(bootstrap: str) -> bool:
+    """One ApiVersions round trip on a new connection; False when the broker closes it."""
+    import socket
+
+    from pybroker import protocol
+
+    host, _, port = bootstrap.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"".join(bytes(p) for p in protocol.encode_request(18, 0, 1, "t", {})))
+        try:
+            return len(sock.recv(4)) == 4
+        except ConnectionResetError:
+            return False
+
+
+def test_connection_limits_change_without_restart(broker_factory: BrokerFactory) -> None:
+    """max.connections.per.ip is one of Kafka's dynamic keys: lowered at run time, a
+    second connection from the same address is closed; removed, it is served again."""
+    import socket
+
+    b = broker_factory()
+    base = ["configs", "--bootstrap-server", b.bootstrap, "--entity-type", "brokers",
+            "--entity-default", "--alter"]
+    tool(*base, "--add-config", "max.connections.per.ip=1")
+    host, _, port = b.bootstrap.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=10):
+        assert not _api_versions_ok(b.bootstrap)  # the second from 127.0.0.1
+    # the first one is closed now (once the broker has noticed)
+    assert _eventually(lambda: _api_versions_ok(b.bootstrap))
+    tool(*base, "--delete-config", "max.connections.per.ip")
+    with socket.create_connection((host, int(port)), timeout=10):
+        assert _api_versions_ok(b.bootstrap)
+
+
+def _eventually(check: object, timeout_s: float = 30.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return True
+        time.sleep(0.1)
+    return False

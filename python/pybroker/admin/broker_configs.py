@@ -29,6 +29,9 @@ from pybroker.errors import ErrorCode, KafkaError
 log = logging.getLogger(__name__)
 
 ENTITY_TYPE = "brokers"
+#: dynamic keys the connection limits (server/quotas.py) re-read when they change
+CONNECTION_LIMIT_KEYS = frozenset({"max.connections", "max.connections.per.ip",
+                                   "max.connections.per.ip.overrides"})
 
 
 def entity_name(resource_name: str) -> str:
