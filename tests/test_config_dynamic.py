@@ -58,3 +58,21 @@ def test_bad_stored_values_are_skipped() -> None:
     config = BrokerConfig()
     assert config.set_dynamic({"listeners": "x", "log.segment.bytes": "nope"}, {}) == set()
     assert config["log.segment.bytes"] == 1073741824
+
+
+def test_synonym_groups_follow_kafka() -> None:
+    """Kafka's configSynonyms: layer by layer, the group's keys in order, from the
+    described key's own first value on."""
+    config = BrokerConfig({"log.retention.ms": "5000"})
+    config.set_dynamic({"log.retention.hours": "2"}, {})
+    # the static ms wins over the dynamic hours, and the source says so
+    assert config.topic_default("retention.ms") == 5000
+    assert config.topic_default_source("retention.ms") is ConfigSource.STATIC_BROKER_CONFIG
+    assert config.synonyms("log.retention.ms") == [
+        ("log.retention.ms", 5000, ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", 168, ConfigSource.DEFAULT_CONFIG)]
+    assert config.synonyms("log.retention.hours") == [
+        ("log.retention.hours", 2, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.retention.ms", 5000, ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", 168, ConfigSource.DEFAULT_CONFIG)]
+    assert config.synonyms("log.retention.minutes") == []  # never set: no synonyms

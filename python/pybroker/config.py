@@ -433,31 +433,52 @@ class BrokerConfig:
         return self[key.name]
 
     def topic_default_source(self, topic_name: str) -> ConfigSource:
-        key = TOPIC_KEYS[topic_name]
-        names = {
-            "segment.ms": ("log.roll.ms", "log.roll.hours"),
-            "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-            "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-        }.get(topic_name, (key.name,))
-        for layer, source in ((self.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
-                              (self.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
-                              (self.given, ConfigSource.STATIC_BROKER_CONFIG)):
-            if any(n in layer for n in names):
-                return source
-        return ConfigSource.DEFAULT_CONFIG
+        synonyms = self.topic_default_synonyms(topic_name)
+        return synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
 
     def topic_default_synonyms(self, topic_name: str) -> list[tuple[str, Any, ConfigSource]]:
         """The broker keys behind a topic config's default, as DescribeConfigs lists
-        them: (name, value, source), highest precedence first."""
-        key = TOPIC_KEYS[topic_name]
-        names = {
-            "segment.ms": ("log.roll.ms", "log.roll.hours"),
-            "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-            "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-        }.get(topic_name, (key.name,))
-        out = [(n, value, source) for n in names for value, source in self.layers(n)]
-        order = list(ConfigSource)
-        return sorted(out, key=lambda item: order.index(item[2]))
+        them: (name, value, source), the one in force first. From Kafka's primary key
+        on (log.retention.ms for retention.ms) when it is set; when only another key
+        of the group is (log.retention.hours), every key's values, where Kafka would
+        list none."""
+        primary = TOPIC_PRIMARY_KEYS.get(topic_name, TOPIC_KEYS[topic_name].name)
+        return self.synonyms(primary, keep_all=True)
+
+    def synonyms(self, name: str, keep_all: bool = False
+                 ) -> list[tuple[str, Any, ConfigSource]]:
+        """Kafka's configSynonyms: the values of `name` and of the keys that set the same
+        thing (BROKER_SYNONYMS), layer by layer (dynamic per-broker, dynamic default,
+        static, default), each layer's keys in order; entries before `name`'s first are
+        dropped, so a broker key is listed from its own value on (none when it has
+        none, unless keep_all)."""
+        group = BROKER_SYNONYMS.get(name, (name,))
+        found = [(n, layer[n], source) for layer, source in (
+            (self.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+            (self.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            (self.given, ConfigSource.STATIC_BROKER_CONFIG)) for n in group if n in layer]
+        found += [(n, BY_NAME[n].default, ConfigSource.DEFAULT_CONFIG) for n in group
+                  if BY_NAME[n].default is not None]
+        names = [n for n, _, _ in found]
+        if name in names:
+            return found[names.index(name):]
+        return found if keep_all else []
+
+
+#: Kafka's broker key for a topic config where the table names another of its group
+TOPIC_PRIMARY_KEYS = {"retention.ms": "log.retention.ms", "segment.ms": "log.roll.ms",
+                      "flush.ms": "log.flush.interval.ms"}
+#: broker keys that set the same thing, the one that wins first (Kafka's
+#: DynamicBrokerConfig.brokerConfigSynonyms)
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.roll.hours": ("log.roll.ms", "log.roll.hours"),
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.retention.minutes": ("log.retention.ms", "log.retention.minutes",
+                              "log.retention.hours"),
+    "log.retention.hours": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
 
 
 def topic_key_type(topic_name: str) -> ConfigType:

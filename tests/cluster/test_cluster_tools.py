@@ -152,7 +152,8 @@ def test_dynamic_broker_configs_apply_without_restart(tools_cluster: Cluster) ->
         def shown(b: int = broker_id) -> bool:
             out = tool(*base, "--entity-name", str(b), "--describe", "--all").stdout
             return ("  log.retention.ms=3600000 sensitive=false synonyms={"
-                    "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000}") in out.splitlines()
+                    "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=3600000, "
+                    "DEFAULT_CONFIG:log.retention.hours=168}") in out.splitlines()
         wait_for(shown, what=f"broker {broker_id} to apply the default")
     assert tool(*base, "--entity-default", "--describe").stdout.splitlines() == [
         "Default configs for brokers in the cluster are:",

@@ -104,7 +104,10 @@ def broker_entries(ctx: BrokerContext, synonyms: bool, docs: bool) -> list[dict[
     default); the keys that can change at run time are not read-only."""
     entries = []
     for key in BROKER_CONFIGS:
-        source = ctx.config.source(key.name)
+        # Kafka's: the source is that of the synonym in force (log.retention.hours
+        # shows the source of a log.retention.ms that overrides it), the value its own
+        found = ctx.config.synonyms(key.name)
+        source = found[0][2] if found else ConfigSource.DEFAULT_CONFIG
         value = format_value(key, ctx.config[key.name])
         entries.append({
             "name": key.name,
@@ -113,8 +116,8 @@ def broker_entries(ctx: BrokerContext, synonyms: bool, docs: bool) -> list[dict[
             "is_default": source is ConfigSource.DEFAULT_CONFIG,
             "config_source": int(source),
             "is_sensitive": False,
-            "synonyms": [{"name": key.name, "value": format_value(key, v), "source": int(src)}
-                         for v, src in ctx.config.layers(key.name)] if synonyms else [],
+            "synonyms": [{"name": n, "value": format_value(BY_NAME[n], v), "source": int(src)}
+                         for n, v, src in found] if synonyms else [],
             "config_type": int(key.type),
             "documentation": key.doc if docs else None,
         })
