@@ -72,7 +72,8 @@ def _same(ours: Any, theirs: Any, path: str = "") -> None:
 
 
 def _kafka_python_renames(name: str, theirs: dict[str, Any]) -> dict[str, Any]:
-    """kafka-python renames Metadata's *_authorized_operations to ``authorized_operations``;
+    """kafka-python renames Metadata's and DescribeCluster's *_authorized_operations to
+    ``authorized_operations``;
     we keep Kafka's schema names."""
     if name == "MetadataResponse":
         if "authorized_operations" in theirs:
@@ -80,6 +81,8 @@ def _kafka_python_renames(name: str, theirs: dict[str, Any]) -> dict[str, Any]:
         for topic in theirs.get("topics") or ():
             if "authorized_operations" in topic:
                 topic["topic_authorized_operations"] = topic.pop("authorized_operations")
+    if name == "DescribeClusterResponse" and "authorized_operations" in theirs:
+        theirs["cluster_authorized_operations"] = theirs.pop("authorized_operations")
     return theirs
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from pybroker.admin.broker_configs import DynamicBrokerConfigs
 from pybroker.admin.topics import TopicAdmin
 from pybroker.config import BrokerConfig
 from pybroker.group.coordinator import GroupCoordinator
@@ -28,6 +29,8 @@ class BrokerContext:
     producer_ids: ProducerIdAllocator
     logs: LogManager
     metrics: BrokerMetrics
+    #: dynamic broker configs (None: every broker key is static, as in unit tests)
+    broker_configs: DynamicBrokerConfigs | None = None
 
     @property
     def endpoint(self) -> BrokerEndpoint:

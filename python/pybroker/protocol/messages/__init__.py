@@ -12,8 +12,10 @@ from pybroker.protocol.messages import (
     delete_groups,
     delete_records,
     delete_topics,
+    describe_cluster,
     describe_configs,
     describe_groups,
+    describe_log_dirs,
     end_txn,
     fetch,
     find_coordinator,
@@ -69,6 +71,8 @@ APIS: dict[int, Api] = {
         offset_delete,
         consumer_group_heartbeat,
         consumer_group_describe,
+        describe_log_dirs,
+        describe_cluster,
     )
 }
 
