@@ -5,9 +5,12 @@ Two user classes drive confluent-kafka clients and report every produce batch
 the web UI and `--csv` files show rates, latency percentiles and failures:
 
     locust -f bench/locustfile.py --headless -u 4 -r 4 --run-time 30s \\
-        --kafka-bootstrap 127.0.0.1:9092 --csv out/locust
+        --host 127.0.0.1:9092 --csv out/locust
 
-Options (also as environment variables LOCUST_KAFKA_...): --kafka-bootstrap,
+The brokers are locust's own `--host` (`host:port[,host:port...]`, an optional
+`kafka://` in front is dropped), as locust-plugins' Kafka user takes them;
+`--kafka-bootstrap` is an alias (giving both with different values is an error); with
+neither, 127.0.0.1:9092. Options (also as environment variables LOCUST_KAFKA_...):
 --kafka-topic, --kafka-partitions (topic created at test start if missing),
 --record-size, --batch (records per produce request event), --acks, --keys
 (distinct keys; 0 sends no keys), --linger-ms, --consume-mode assign|group,
@@ -34,13 +37,14 @@ FLUSH_TIMEOUT_S = 30.0
 CONSUME_TIMEOUT_S = 1.0
 CONSUME_BATCH = 500
 ADMIN_TIMEOUT_S = 15.0
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 @events.init_command_line_parser.add_listener
 def _add_options(parser: Any) -> None:
     group = parser.add_argument_group("Kafka")
-    group.add_argument("--kafka-bootstrap", env_var="LOCUST_KAFKA_BOOTSTRAP",
-                       default="127.0.0.1:9092", help="bootstrap servers")
+    group.add_argument("--kafka-bootstrap", env_var="LOCUST_KAFKA_BOOTSTRAP", default=None,
+                       help=f"bootstrap servers, an alias of --host (default {DEFAULT_BOOTSTRAP})")
     group.add_argument("--kafka-topic", env_var="LOCUST_KAFKA_TOPIC", default="locust",
                        help="topic to produce to and consume from")
     group.add_argument("--kafka-partitions", env_var="LOCUST_KAFKA_PARTITIONS", type=int,
@@ -62,10 +66,35 @@ def _add_options(parser: Any) -> None:
                        help="consumer group id with --consume-mode group")
 
 
+def bootstrap_servers(environment: Any) -> str:
+    """The brokers: locust's --host, or its alias --kafka-bootstrap, or the default."""
+    host = _strip_scheme(environment.host or "")
+    alias = _strip_scheme(environment.parsed_options.kafka_bootstrap or "")
+    if host and alias and host != alias:
+        raise ValueError(f"--host {host} and --kafka-bootstrap {alias} disagree: give one")
+    return host or alias or DEFAULT_BOOTSTRAP
+
+
+def _strip_scheme(servers: str) -> str:
+    return ",".join(s.strip().split("://", 1)[-1].rstrip("/")
+                    for s in servers.split(",") if s.strip())
+
+
+@events.init.add_listener
+def _check_bootstrap(environment: Any, **_: Any) -> None:
+    """Refuse conflicting brokers before any user starts (exit status 1, one line)."""
+    if environment.parsed_options is None:
+        return
+    try:
+        bootstrap_servers(environment)
+    except ValueError as exc:
+        raise SystemExit(f"locustfile: {exc}") from None
+
+
 @events.test_start.add_listener
 def _ensure_topic(environment: Any, **_: Any) -> None:
     opts = environment.parsed_options
-    admin = AdminClient({"bootstrap.servers": opts.kafka_bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers(environment)})
     topic = opts.kafka_topic
     if topic in admin.list_topics(timeout=ADMIN_TIMEOUT_S).topics:
         return
@@ -103,7 +132,7 @@ class ProducerUser(User):
                      else [None])
         self.key_cycle = itertools.cycle(self.keys)
         self.producer = Producer({
-            "bootstrap.servers": opts.kafka_bootstrap,
+            "bootstrap.servers": bootstrap_servers(self.environment),
             "acks": opts.acks,
             "linger.ms": opts.linger_ms,
             "client.id": f"locust-producer-{uuid.uuid4().hex[:6]}",
@@ -159,7 +188,7 @@ class ConsumerUser(User):
         group = opts.kafka_group if opts.consume_mode == "group" else (
             f"locust-assign-{uuid.uuid4().hex[:6]}")
         self.consumer = Consumer({
-            "bootstrap.servers": opts.kafka_bootstrap,
+            "bootstrap.servers": bootstrap_servers(self.environment),
             "group.id": group,
             "enable.auto.commit": opts.consume_mode == "group",
             "auto.offset.reset": "earliest",

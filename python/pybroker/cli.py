@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from pybroker import __version__
 from pybroker.config import BrokerConfig, ConfigError
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ EXIT_STARTUP = 1
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pybroker", description="A Kafka-protocol broker with a Rust log engine.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run a broker")
     serve.add_argument("properties", nargs="?", help="server.properties file (Kafka's names)")
@@ -52,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--log-level", default=None,
                          help="show log lines of this level and above, the Kafka client's "
                               "too (default: warnings, client lines hidden)")
+        sub.add_argument("--verbose", action="store_true",
+                         help="also show the Kafka client's (librdkafka's) own log lines")
+        # as Kafka's scripts take it
+        sub.add_argument("--version", action="version", version=f"pybroker {__version__}")
         sub.set_defaults(run=tool.run)
     return parser
 
@@ -170,8 +176,31 @@ def main(argv: list[str] | None = None) -> int:
 
         # the Kafka client's own lines (a failed connect, every retry) stay hidden
         # unless asked for: the tool reports a failure itself, in one line
-        CLIENT_LOGGER.setLevel(level if explicit else logging.CRITICAL)
-    return int(args.run(args))
+        if args.verbose:
+            CLIENT_LOGGER.setLevel(min(level, logging.INFO) if explicit else logging.DEBUG)
+        else:
+            CLIENT_LOGGER.setLevel(level if explicit else logging.CRITICAL)
+    return _run_tool(args) if args.command != "serve" else int(args.run(args))
+
+
+def _run_tool(args: argparse.Namespace) -> int:
+    """A tool's run, ending any failure it did not report itself in one line (the
+    traceback only with --verbose)."""
+    from pybroker.tools._common import stdout_gone
+
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        stdout_gone()  # the reader went away (`| head`): stop quietly
+        return 0
+    except Exception as exc:
+        if args.verbose:
+            raise
+        print(f"pybroker {args.command}: ERROR {type(exc).__name__}: {exc} "
+              "(--verbose shows where)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -59,8 +59,9 @@ class ReplayStore(MemoryStore):
         super().__init__()
         self.items = items
 
-    def load(self, partition: int | None = None):  # type: ignore[no-untyped-def]
-        return iter(self.items)
+    def load(self, partition: int | None = None,  # type: ignore[no-untyped-def]
+             transactions: bool = False):
+        return iter(self.items if transactions else [])
 
 
 def test_replay_applies_committed_and_drops_aborted() -> None:

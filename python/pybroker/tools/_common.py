@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterable
@@ -45,6 +46,15 @@ FUTURE_GRACE_S = 5.0
 #: --log-level is given)
 CLIENT_LOGGER = logging.getLogger("pybroker.tools.client")
 CLIENT_LOGGER.setLevel(logging.CRITICAL)
+
+
+#: librdkafka's log_level (syslog severities) for CLIENT_LOGGER's level: the client
+#: drops lines below it itself, so the few it prints on its own (at shutdown, from
+#: its background thread, e.g. `%6|...|BGQUEUE|`) stay off the terminal too
+SYSLOG_LEVELS = ((logging.DEBUG, 7), (logging.INFO, 6), (logging.WARNING, 4),
+                 (logging.ERROR, 3), (logging.CRITICAL, 2))
+#: librdkafka log_level that lets nothing through (syslog's "emergency" only)
+SYSLOG_SILENT = 0
 
 
 class ToolError(Exception):
@@ -183,8 +193,26 @@ def client_config(bootstrap: str | None, *sources: dict[str, str],
         except ValueError as exc:
             raise ToolError(f"invalid {TIMEOUT_PROPERTY} '{given_timeout}'") from exc
     config["logger"] = CLIENT_LOGGER
+    config.setdefault("log_level", client_log_level())
     config["error_cb"] = Reach(config["bootstrap.servers"], timeout_ms)
     return config
+
+
+def client_log_level() -> int:
+    """librdkafka's log_level for CLIENT_LOGGER's level (silent unless --verbose or
+    --log-level asked for the client's lines)."""
+    level = CLIENT_LOGGER.getEffectiveLevel()
+    if level >= logging.CRITICAL:
+        return SYSLOG_SILENT
+    return next(syslog for py, syslog in SYSLOG_LEVELS if level <= py)
+
+
+def stdout_gone() -> None:
+    """After a BrokenPipeError on stdout (`pybroker ... | head`): point stdout at
+    /dev/null, so the interpreter's last flush at exit does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def with_delivery_timeout(config: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import time
 import uuid
 from typing import Any, BinaryIO
 
+from pybroker.errors import ErrorCode
 from pybroker.tools._common import (
     ToolError,
     client_config,
@@ -24,6 +25,7 @@ from pybroker.tools._common import (
     reach,
     read_properties,
     require_client,
+    stdout_gone,
 )
 
 COMMAND = "console-consumer"
@@ -120,11 +122,15 @@ def _assignment(ck: Any, consumer: Any, args: argparse.Namespace,
         except ValueError as exc:
             raise ToolError(f"The provided offset value '{args.offset}' is incorrect. Valid "
                             "values are 'earliest', 'latest', or a non-negative long.") from exc
+    warned = False
     while True:
         topic = consumer.list_topics(args.topic, timeout=metadata_timeout_s).topics.get(
             args.topic)
         if topic is not None and topic.error is None and topic.partitions:
             break
+        if topic is not None and topic.error is not None and not warned:
+            warn_metadata(args, topic.error.code())
+            warned = True
         if deadline is not None and time.monotonic() > deadline:
             return []
         time.sleep(0.5)
@@ -134,6 +140,19 @@ def _assignment(ck: Any, consumer: Any, args: argparse.Namespace,
             raise ToolError(f"partition {args.partition} of {args.topic} does not exist")
         ids = [args.partition]
     return [ck.TopicPartition(args.topic, i, start) for i in ids]
+
+
+def warn_metadata(args: argparse.Namespace, code: int) -> None:
+    """The warning Kafka's consumer logs while its topic is missing (and it waits on):
+    `Error while fetching metadata ... : {topic=UNKNOWN_TOPIC_OR_PARTITION}`. Kafka
+    repeats it on every metadata retry; once is enough to say why nothing arrives."""
+    try:
+        name = ErrorCode(code).name
+    except ValueError:
+        name = str(code)
+    group = f", groupId={args.group}" if args.group else ""
+    print(f"WARN [Consumer clientId=console-consumer{group}] Error while fetching metadata: "
+          f"{{{args.topic}={name}}}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -168,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
     out: BinaryIO = sys.stdout.buffer
     count = 0
     status = 0
+    missing_warned = False
     timeout_s = args.timeout_ms / 1000 if args.timeout_ms is not None else None
     try:
         last = time.monotonic()
@@ -189,7 +209,12 @@ def run(args: argparse.Namespace) -> int:
                 if msg.error() is not None:
                     if msg.error().fatal():
                         raise ck.KafkaException(msg.error())
-                    print(f"WARN {msg.error().str()}", file=sys.stderr)
+                    if msg.error().code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        if not missing_warned:  # librdkafka repeats it per metadata refresh
+                            warn_metadata(args, msg.error().code())
+                            missing_warned = True
+                    else:
+                        print(f"WARN {msg.error().str()}", file=sys.stderr)
                     continue
                 out.write(formatter.format(msg))
                 count += 1
@@ -206,6 +231,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     except BrokenPipeError:
+        stdout_gone()  # the reader went away (`| head`): stop quietly
         status = 0
     finally:
         try:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import TextIO
 
 from pybroker import _core
+from pybroker.tools._common import stdout_gone
 
 COMMAND = "dump-log-segments"
 HELP = "print the contents of log segment and index files (kafka-dump-log.sh)"
@@ -49,6 +50,8 @@ HEADER_SIZE_UP_TO_MAGIC = 17
 RECORD_OVERHEAD_V0 = 14
 OFFSET_ENTRY_SIZE = 8
 TIME_ENTRY_SIZE = 12
+#: digits of a segment file's name (its base offset, zero-padded)
+SEGMENT_NAME_DIGITS = 20
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 TIMESTAMP_TYPE_BIT = 0x08
 TRANSACTIONAL_BIT = 0x10
@@ -256,7 +259,7 @@ def control_line(key: bytes | None, value: bytes | None) -> str:
 
 def dump_log(path: Path, args: argparse.Namespace, problems: Problems, out: TextIO) -> None:
     if path.name.endswith(".log"):
-        print(f"Log starting offset: {int(path.name.split('.')[0])}", file=out)
+        print(f"Log starting offset: {base_offset(path)}", file=out)
     with open(path, "rb") as f:
         data = f.read(args.max_bytes)
     print_data = args.print_data_log
@@ -293,6 +296,17 @@ def dump_log(path: Path, args: argparse.Namespace, problems: Problems, out: Text
         print(f"Found {trailing} invalid bytes at the end of {path.name}", file=out)
 
 
+def base_offset(path: Path) -> int:
+    """A segment file's base offset: its name is the offset in 20 digits (Kafka's
+    `00000000000000000042.log`); any other name is refused in one line."""
+    stem = path.name.split(".")[0]
+    if len(stem) != SEGMENT_NAME_DIGITS or not stem.isdigit():
+        raise ValueError(f"{path}: not a segment file name: a segment's name is its base "
+                         f"offset in {SEGMENT_NAME_DIGITS} digits, as "
+                         f"00000000000000000000{path.suffix}")
+    return int(stem)
+
+
 def _entries(path: Path, size: int) -> list[bytes]:
     data = path.read_bytes()
     return [data[i:i + size] for i in range(0, len(data) - len(data) % size, size)]
@@ -303,7 +317,7 @@ def _sibling(path: Path, ext: str) -> Path:
 
 
 def dump_index(path: Path, args: argparse.Namespace, problems: Problems, out: TextIO) -> None:
-    base = int(path.name.split(".")[0])
+    base = base_offset(path)
     entries = [(base + r, p) for r, p in (struct.unpack(">ii", e)
                                           for e in _entries(path, OFFSET_ENTRY_SIZE))]
     if not entries:
@@ -335,7 +349,7 @@ def dump_index(path: Path, args: argparse.Namespace, problems: Problems, out: Te
 
 def dump_time_index(path: Path, args: argparse.Namespace, problems: Problems,
                     out: TextIO) -> None:
-    base = int(path.name.split(".")[0])
+    base = base_offset(path)
     entries = [(ts, base + r) for ts, r in (struct.unpack(">qi", e)
                                             for e in _entries(path, TIME_ENTRY_SIZE))]
     if args.index_sanity_check:
@@ -396,10 +410,20 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
                 dump_time_index(path, args, problems, out)
             else:
                 print(f"Ignoring unknown file {path}", file=err)
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly, as a Unix tool does
+        if out is sys.stdout:
+            stdout_gone()
+        return 0
     except (OSError, ValueError, _core.CorruptRecordError) as exc:
         out.flush()
         print(exc, file=err)
         return 1
-    out.flush()
+    try:
+        out.flush()
+    except BrokenPipeError:
+        if out is sys.stdout:
+            stdout_gone()
+        return 0
     problems.report(err)
     return 0
