@@ -32,6 +32,7 @@ from pybroker.protocol.messages import (
     produce,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 from pybroker.protocol.schema import Api
 
@@ -69,6 +70,7 @@ APIS: dict[int, Api] = {
         offset_delete,
         consumer_group_heartbeat,
         consumer_group_describe,
+        write_txn_markers,
     )
 }
 
