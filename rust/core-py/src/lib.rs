@@ -439,8 +439,13 @@ impl PartitionLog {
             coordinator_epoch,
         };
         let info = release(py, || {
-            self.lock()
-                .append_end_txn_marker(producer_id, producer_epoch, marker, leader_epoch, now_ms)
+            self.lock().append_end_txn_marker(
+                producer_id,
+                producer_epoch,
+                marker,
+                leader_epoch,
+                now_ms,
+            )
         })?;
         Ok(AppendResult::from(info))
     }

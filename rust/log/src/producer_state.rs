@@ -394,7 +394,8 @@ impl ProducerStateManager {
     fn put(&mut self, e: ProducerEntry) {
         if let Some(old) = self.producers.get(&e.producer_id) {
             if old.current_txn_first_offset >= 0 {
-                self.ongoing.remove(&(old.current_txn_first_offset, e.producer_id));
+                self.ongoing
+                    .remove(&(old.current_txn_first_offset, e.producer_id));
             }
         }
         if e.current_txn_first_offset >= 0 {
@@ -466,7 +467,8 @@ impl ProducerStateManager {
         if h.is_control() {
             match marker {
                 Some(m) => {
-                    completed = end_txn(&mut e, h.producer_epoch, m, h.base_offset, h.max_timestamp);
+                    completed =
+                        end_txn(&mut e, h.producer_epoch, m, h.base_offset, h.max_timestamp);
                 }
                 None => {
                     e.update_epoch(h.producer_epoch);
