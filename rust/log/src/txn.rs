@@ -351,8 +351,12 @@ mod tests {
         log.append(&data(7, 1, 0, 1, false), 0, 1000).unwrap();
     }
 
+    /// (first unstable offset, aborted transactions, per producer: id,
+    /// epoch, coordinator epoch, open transaction's first offset).
+    type TxnState = (Option<i64>, Vec<(i64, i64)>, Vec<(i64, i16, i32, i64)>);
+
     /// The state and .txnindex after open == those built by the appends.
-    fn state_of(log: &Log) -> (Option<i64>, Vec<(i64, i64)>, Vec<(i64, i16, i32, i64)>) {
+    fn state_of(log: &Log) -> TxnState {
         let mut producers: Vec<_> = log
             .producer_state()
             .entries()
