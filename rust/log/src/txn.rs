@@ -172,8 +172,11 @@ impl Log {
 
     /// Where read_committed reads stop, given the high watermark; see
     /// `ProducerStateManager::last_stable_offset`.
+    /// Never below the log start (Kafka clamps the first unstable offset
+    /// there: the transaction's start was deleted).
     pub fn last_stable_offset(&mut self, high_watermark: i64) -> i64 {
-        self.producers.last_stable_offset(high_watermark)
+        let lso = self.producers.last_stable_offset(high_watermark);
+        lso.max(self.log_start_offset.min(high_watermark))
     }
 
     /// (producer id, first offset) of the aborted transactions with data in
@@ -518,7 +521,10 @@ mod tests {
         let mut log = open(dir.path(), true, 1 << 30);
         write_history(&mut log);
         assert!(txnindex_bytes(dir.path(), 6).is_some());
+        // 8's open transaction starts at 3: below the log start the LSO is the start
+        assert_eq!(log.last_stable_offset(13), 3);
         assert_eq!(log.advance_log_start_offset(12).unwrap(), 2);
+        assert_eq!(log.last_stable_offset(13), 12);
         assert!(txnindex_bytes(dir.path(), 6).is_none());
         assert_eq!(log.aborted_transactions(12, 13).unwrap(), vec![]);
     }
