@@ -5,10 +5,13 @@ read_uncommitted sees everything, ListOffsets read_committed answers the LSO."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import urllib.request
 from typing import TYPE_CHECKING
 
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition as AIOTopicPartition
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaConsumer, TopicPartition
 
@@ -104,6 +107,29 @@ def test_read_committed_skips_aborted_and_stops_at_the_lso(broker: Broker,
         b"plain0", b"b0", b"plain6"]
     assert kafka_python_values(broker.bootstrap, topic_name, "read_uncommitted", 5) == [
         b"plain0", b"a0", b"a1", b"b0", b"plain6"]
+    assert asyncio.run(aiokafka_values(broker.bootstrap, topic_name, "read_committed", 3)) == [
+        b"plain0", b"b0", b"plain6"]
+    assert asyncio.run(aiokafka_values(broker.bootstrap, topic_name, "read_uncommitted",
+                                       5)) == [b"plain0", b"a0", b"a1", b"b0", b"plain6"]
+
+
+async def aiokafka_values(bootstrap: str, topic: str, isolation: str, count: int) -> list[bytes]:
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                         auto_offset_reset="earliest", fetch_max_wait_ms=100,
+                         isolation_level=isolation, request_timeout_ms=11000)
+    await c.start()
+    try:
+        tp = AIOTopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek(tp, 0)
+        out: list[bytes] = []
+        deadline = time.monotonic() + 10
+        while len(out) < count and time.monotonic() < deadline:
+            for msgs in (await c.getmany(tp, timeout_ms=200)).values():
+                out.extend(m.value for m in msgs)
+        return out
+    finally:
+        await c.stop()
 
 
 def test_an_open_transaction_blocks_read_committed_until_its_marker(
