@@ -38,6 +38,10 @@ INVALID_TXN_STATE = 48
 TRANSACTION_COORDINATOR_FENCED = 52
 
 
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 def values(got: list) -> list[bytes]:  # type: ignore[type-arg]
     return [g.value for g in got]
 
@@ -67,11 +71,18 @@ def test_read_committed_skips_aborted_and_stops_at_the_lso(broker: Broker,
         a, a_epoch = init_producer_id(c)
         b, b_epoch = init_producer_id(c)
         assert c.produce(topic_name, 0, txn_batch(-1, -1, -1, ["plain0"], False)).error_code == 0
+        time.sleep(0.005)
+        after_plain = now_ms()
         assert c.produce(topic_name, 0, txn_batch(a, a_epoch, 0, ["a0", "a1"])).base_offset == 1
         assert c.produce(topic_name, 0, txn_batch(b, b_epoch, 0, ["b0"])).base_offset == 3
         # two transactions open: read_committed stops at the first one's first offset
         assert list_latest(c, topic_name, READ_COMMITTED) == 1
         assert list_latest(c, topic_name, READ_UNCOMMITTED) == 4
+        # by timestamp: read_committed finds nothing at or past the LSO
+        assert list_latest(c, topic_name, READ_UNCOMMITTED, timestamp=0) == 0
+        assert list_latest(c, topic_name, READ_COMMITTED, timestamp=0) == 0
+        assert list_latest(c, topic_name, READ_UNCOMMITTED, timestamp=after_plain) == 1
+        assert list_latest(c, topic_name, READ_COMMITTED, timestamp=after_plain) == -1
         f = fetch(c, topic_name, 0)
         assert (f.high_watermark, f.last_stable_offset) == (4, 1)
         assert record_offsets(f.records) == [0]
@@ -194,6 +205,9 @@ def test_marker_and_transactional_produce_errors(broker: Broker, topic_name: str
         assert write_markers(c, pid, epoch + 1, True, [tp], coordinator_epoch=5) == {tp: NONE}
         assert write_markers(c, pid, epoch, True, [tp], coordinator_epoch=5) == {
             tp: INVALID_PRODUCER_EPOCH}
+        # the producer of the older epoch is a zombie now: its writes are refused
+        assert c.produce(topic_name, 0, txn_batch(pid, epoch, 1, ["z"])
+                         ).error_code == INVALID_PRODUCER_EPOCH
         assert write_markers(c, pid, epoch + 1, True, [("no-such-topic", 0), (topic_name, 7)],
                              coordinator_epoch=5) == {
             ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION,
