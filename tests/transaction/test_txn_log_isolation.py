@@ -5,9 +5,13 @@ read_uncommitted sees everything, ListOffsets read_committed answers the LSO."""
 
 from __future__ import annotations
 
+import asyncio
 import time
+import urllib.request
 from typing import TYPE_CHECKING
 
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition as AIOTopicPartition
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaConsumer, TopicPartition
 
@@ -25,13 +29,17 @@ from tests.transaction.txnraw import (
 )
 
 if TYPE_CHECKING:
-    from conftest import Broker
+    from conftest import Broker, BrokerFactory
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
 TRANSACTION_COORDINATOR_FENCED = 52
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def values(got: list) -> list[bytes]:  # type: ignore[type-arg]
@@ -63,11 +71,18 @@ def test_read_committed_skips_aborted_and_stops_at_the_lso(broker: Broker,
         a, a_epoch = init_producer_id(c)
         b, b_epoch = init_producer_id(c)
         assert c.produce(topic_name, 0, txn_batch(-1, -1, -1, ["plain0"], False)).error_code == 0
+        time.sleep(0.005)
+        after_plain = now_ms()
         assert c.produce(topic_name, 0, txn_batch(a, a_epoch, 0, ["a0", "a1"])).base_offset == 1
         assert c.produce(topic_name, 0, txn_batch(b, b_epoch, 0, ["b0"])).base_offset == 3
         # two transactions open: read_committed stops at the first one's first offset
         assert list_latest(c, topic_name, READ_COMMITTED) == 1
         assert list_latest(c, topic_name, READ_UNCOMMITTED) == 4
+        # by timestamp: read_committed finds nothing at or past the LSO
+        assert list_latest(c, topic_name, READ_UNCOMMITTED, timestamp=0) == 0
+        assert list_latest(c, topic_name, READ_COMMITTED, timestamp=0) == 0
+        assert list_latest(c, topic_name, READ_UNCOMMITTED, timestamp=after_plain) == 1
+        assert list_latest(c, topic_name, READ_COMMITTED, timestamp=after_plain) == -1
         f = fetch(c, topic_name, 0)
         assert (f.high_watermark, f.last_stable_offset) == (4, 1)
         assert record_offsets(f.records) == [0]
@@ -103,6 +118,29 @@ def test_read_committed_skips_aborted_and_stops_at_the_lso(broker: Broker,
         b"plain0", b"b0", b"plain6"]
     assert kafka_python_values(broker.bootstrap, topic_name, "read_uncommitted", 5) == [
         b"plain0", b"a0", b"a1", b"b0", b"plain6"]
+    assert asyncio.run(aiokafka_values(broker.bootstrap, topic_name, "read_committed", 3)) == [
+        b"plain0", b"b0", b"plain6"]
+    assert asyncio.run(aiokafka_values(broker.bootstrap, topic_name, "read_uncommitted",
+                                       5)) == [b"plain0", b"a0", b"a1", b"b0", b"plain6"]
+
+
+async def aiokafka_values(bootstrap: str, topic: str, isolation: str, count: int) -> list[bytes]:
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                         auto_offset_reset="earliest", fetch_max_wait_ms=100,
+                         isolation_level=isolation, request_timeout_ms=11000)
+    await c.start()
+    try:
+        tp = AIOTopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek(tp, 0)
+        out: list[bytes] = []
+        deadline = time.monotonic() + 10
+        while len(out) < count and time.monotonic() < deadline:
+            for msgs in (await c.getmany(tp, timeout_ms=200)).values():
+                out.extend(m.value for m in msgs)
+        return out
+    finally:
+        await c.stop()
 
 
 def test_an_open_transaction_blocks_read_committed_until_its_marker(
@@ -167,6 +205,9 @@ def test_marker_and_transactional_produce_errors(broker: Broker, topic_name: str
         assert write_markers(c, pid, epoch + 1, True, [tp], coordinator_epoch=5) == {tp: NONE}
         assert write_markers(c, pid, epoch, True, [tp], coordinator_epoch=5) == {
             tp: INVALID_PRODUCER_EPOCH}
+        # the producer of the older epoch is a zombie now: its writes are refused
+        assert c.produce(topic_name, 0, txn_batch(pid, epoch, 1, ["z"])
+                         ).error_code == INVALID_PRODUCER_EPOCH
         assert write_markers(c, pid, epoch + 1, True, [("no-such-topic", 0), (topic_name, 7)],
                              coordinator_epoch=5) == {
             ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION,
@@ -174,3 +215,35 @@ def test_marker_and_transactional_produce_errors(broker: Broker, topic_name: str
         # the markers without a transaction ended nothing; the abort is indexed
         f = fetch(c, topic_name, 0)
         assert (f.high_watermark, f.last_stable_offset, f.aborted) == (3, 3, [(pid, 0)])
+
+
+def test_lso_lag_metric(broker_factory: BrokerFactory, topic_name: str) -> None:
+    from tests.conftest import free_port
+    port = free_port()
+    b = broker_factory(metrics_port=port)
+    create_topic(b.bootstrap, topic_name)
+    labels = f'topic="{topic_name}",partition="0"'
+
+    def lag() -> float:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        line = next(ln for ln in text.splitlines()
+                    if ln.startswith(f"pybroker_last_stable_offset_lag{{{labels}}}"))
+        return float(line.rsplit(" ", 1)[1])
+
+    # the metrics listener may come up a moment after the broker's
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            assert lag() == 0
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "metrics endpoint not up"
+            time.sleep(0.1)
+    with RawClient(b.bootstrap) as c:
+        pid, epoch = init_producer_id(c)
+        assert c.produce(topic_name, 0, txn_batch(pid, epoch, 0, ["t0", "t1"])).error_code == 0
+        assert c.produce(topic_name, 0, txn_batch(-1, -1, -1, ["x"], False)).error_code == 0
+        assert lag() == 3
+        assert write_markers(c, pid, epoch, False, [(topic_name, 0)]) == {(topic_name, 0): NONE}
+        assert lag() == 0
