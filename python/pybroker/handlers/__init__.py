@@ -31,4 +31,5 @@ from pybroker.handlers import (  # noqa: F401
     offset_for_leader_epoch,
     produce,
     sync_group,
+    write_txn_markers,
 )

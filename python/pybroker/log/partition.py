@@ -66,12 +66,29 @@ class Partition:
 
     def update_high_watermark(self, offset: int) -> None:
         self.high_watermark = min(max(offset, self.log.log_start_offset), self.log.log_end_offset)
+        # ended transactions whose markers are now below it need no remembering
+        self.log.last_stable_offset(self.high_watermark)
 
     def append(self, records: memoryview, leader_epoch: int) -> AppendResult:
         """Append as leader: offsets assigned here, batches stamped with leader_epoch."""
         result = self.log.append(records, leader_epoch, int(time.time() * 1000))
         self._maybe_flush()
         return result
+
+    def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                      commit: bool, leader_epoch: int) -> AppendResult:
+        """Append a COMMIT/ABORT control batch ending the producer's transaction."""
+        result = self.log.append_end_txn_marker(producer_id, producer_epoch, coordinator_epoch,
+                                                commit, leader_epoch,
+                                                int(time.time() * 1000))
+        self._maybe_flush()
+        return result
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the high watermark, or below it the first offset of a
+        transaction still open or whose marker is not below the high watermark."""
+        return self.log.last_stable_offset(self.high_watermark)
 
     def append_as_follower(self, records: memoryview) -> AppendResult:
         """Append the leader's batches as they are (its offsets, epochs, bytes)."""

@@ -34,6 +34,7 @@ from pybroker.protocol.messages import (
     produce,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 from pybroker.protocol.schema import Api
 
@@ -73,6 +74,7 @@ APIS: dict[int, Api] = {
         consumer_group_describe,
         describe_log_dirs,
         describe_cluster,
+        write_txn_markers,
     )
 }
 
