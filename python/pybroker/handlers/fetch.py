@@ -2,9 +2,10 @@
 
 A fetch answers at once when it has `min_bytes`, else waits in the purgatory
 (woken when a high watermark moves) until it has them or `max_wait_ms` passes.
-Consumers read only from the leader, and only up to the high watermark (with
-isolation_level=1, read_committed, up to the last stable offset, with the
-aborted transactions of the range). Record
+Consumers read up to the high watermark (with isolation_level=1, read_committed, up
+to the last stable offset, with the aborted transactions of the range), from the
+leader or (Fetch v11+, KIP-392) from a follower; with `replica.selector.class` the
+leader sends a consumer with a rack to a replica on its rack (preferred_read_replica). Record
 bytes come back as file slices that the connection sends with sendfile(2). Fetch sessions (KIP-227)
 are not kept: session_id is always 0, so every fetch is a full one."""
 
