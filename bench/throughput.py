@@ -452,6 +452,10 @@ def produce(bootstrap: str, topic: str, partitions: int, size: int, n: int,
                 pr(topic, value, partition=i % partitions, on_delivery=on_error)
                 break
             except BufferError:
+                # the client's queue is full (queue.buffering.max.messages): it waits
+                # for acks; how often is a figure of the broker's ack rhythm
+                if stats:
+                    stats.queue_full += 1
                 p.poll(0.01)
                 if time.monotonic() > deadline:
                     raise PhaseError(f"produce timed out after {i} records") from None

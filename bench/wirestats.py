@@ -34,6 +34,8 @@ class WireStats:
         self.windows: dict[str, list[float]] = {}
         self._cpu0: os.times_result | None = None
         self._cpu1: os.times_result | None = None
+        #: produce() calls refused with a full client queue (the producer waited for acks)
+        self.queue_full = 0
 
     def config(self) -> dict[str, Any]:
         return {"statistics.interval.ms": self.interval_ms, "stats_cb": self._on_stats}
@@ -99,6 +101,7 @@ class WireStats:
             "client_tx_bytes": d["txbytes"],
         }
         if d["Produce"]:
+            out["queue_full_waits"] = self.queue_full
             out["produce_requests_per_s"] = d["Produce"] / seconds
             out["records_per_produce_request"] = records / d["Produce"]
             out["bytes_per_produce_request"] = d["txbytes"] / d["Produce"]
@@ -120,6 +123,7 @@ ROWS = (
     ("produce req/s", "produce_requests_per_s", 0),
     ("records/produce", "records_per_produce_request", 0),
     ("records/batch", "avg_batch_records", 0),
+    ("queue-full waits", "queue_full_waits", 0),
     ("fetch resp/s", "fetch_responses_per_s", 0),
     ("records/fetch", "records_per_fetch_response", 0),
     ("KB/fetch", "kb_per_fetch_response", 1),
@@ -132,6 +136,10 @@ ROWS = (
 def derived(fig: dict[str, Any]) -> dict[str, Any]:
     """Unit conversions for the printed rows."""
     out = dict(fig)
+    if not fig.get("produce_requests"):
+        # a consumer's topic windows are not batches it built
+        out.pop("avg_batch_records", None)
+        out.pop("avg_batch_bytes", None)
     if fig.get("bytes_per_fetch_response") is not None:
         out["kb_per_fetch_response"] = fig["bytes_per_fetch_response"] / 1e3
     if fig.get("avg_rtt_us") is not None:
