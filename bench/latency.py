@@ -60,13 +60,13 @@ class LoopLagProbe(threading.Thread):
         self.address = (host, int(port))
         self.interval = interval
         self.rtts_ms: list[float] = []
-        self._stop = threading.Event()
+        self._done = threading.Event()
 
     def run(self) -> None:
         with socket.create_connection(self.address, timeout=10) as sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             correlation = 0
-            while not self._stop.wait(self.interval):
+            while not self._done.wait(self.interval):
                 correlation += 1
                 frame = _PROBE_HEADER.pack(_PROBE_HEADER.size - 4 + 3, 18, 0, correlation,
                                            3) + b"lag"
@@ -77,7 +77,7 @@ class LoopLagProbe(threading.Thread):
                 self.rtts_ms.append((time.perf_counter_ns() - t0) / 1e6)
 
     def stop(self) -> list[float]:
-        self._stop.set()
+        self._done.set()
         self.join(timeout=15)
         return self.rtts_ms
 
@@ -176,12 +176,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=1024, help="record size in bytes")
     ap.add_argument("--linger-ms", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--pybroker-cmd", help="command that starts pybroker, before 'serve'")
+    ap.add_argument("--peer-pybroker-cmd",
+                    help="the same for a pybroker peer, e.g. another build (default: "
+                         "--pybroker-cmd)")
+    ap.add_argument("--target-label", help="name of the target in the table")
+    ap.add_argument("--peer-label", help="name of the peer in the table")
     ap.add_argument("--json", type=Path, help="write the results as JSON here")
     args = ap.parse_args(argv)
 
-    sides = [parse_side(args.target, None, None, None)]
+    sides = [parse_side(args.target, args.target_label, None, args.pybroker_cmd)]
     if args.peer != "none":
-        sides.append(parse_side(args.peer, None, None, None))
+        sides.append(parse_side(args.peer, args.peer_label, None,
+                                args.peer_pybroker_cmd or args.pybroker_cmd))
+        if sides[0].label == sides[1].label:
+            sides[0].label += "-target"
+            sides[1].label += "-peer"
     collected: dict[str, list[float]] = {s.label: [] for s in sides}
     lags: dict[str, list[float]] = {s.label: [] for s in sides}
     for rep in range(args.repeat):
