@@ -217,7 +217,7 @@ class Broker:
         while True:
             await anyio.sleep(interval)
             try:
-                logs.write_checkpoints()
+                await logs.write_checkpoints_in_thread()  # fsyncs off the event loop
             except OSError as exc:
                 log.error("writing checkpoints failed: %s", exc)
 
