@@ -4,6 +4,7 @@ and ListOffsets v2 with an isolation level."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -33,8 +34,10 @@ def txn_batch(pid: int, epoch: int, seq: int, values: list[str],
         magic=2, compression_type=0, is_transactional=transactional,
         producer_id=pid, producer_epoch=epoch, base_sequence=seq, batch_size=1 << 20,
     )
+    # now: a timestamp far from the markers' (broker time) would roll segments by time
+    now = int(time.time() * 1000)
     for i, v in enumerate(values):
-        assert b.append(i, timestamp=1_700_000_000_000, key=None, value=v.encode(),
+        assert b.append(i, timestamp=now, key=None, value=v.encode(),
                         headers=[]) is not None
     return bytes(b.build())
 
