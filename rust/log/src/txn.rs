@@ -576,4 +576,137 @@ mod tests {
             prop_assert_eq!(state_of(&log), before);
         }
     }
+
+    fn keyed(pid: i64, seq: i32, kvs: &[(&str, &str)], txn: bool) -> Vec<u8> {
+        let attrs = if txn { TRANSACTIONAL_BIT } else { 0 };
+        let mut b = BatchBuilder::new(0, 1000)
+            .producer(pid, 0, seq)
+            .attributes(attrs);
+        for (k, v) in kvs {
+            b.push(Record::new(1000, Some(k.as_bytes()), Some(v.as_bytes())));
+        }
+        b.build()
+    }
+
+    /// (offset, key or "ctl") of everything in the log.
+    fn contents(log: &Log) -> Vec<(i64, String)> {
+        let mut out = Vec::new();
+        let mut at = log.log_start_offset();
+        while let Some(slice) = log.read(at, u64::MAX, true, None).unwrap() {
+            let bytes = slice.read().unwrap();
+            let mut pos = 0;
+            while pos < bytes.len() {
+                let h = BatchHeader::parse(&bytes[pos..]);
+                let raw = &bytes[pos..pos + h.size()];
+                let (_, data) = codec::batch_records(raw, 1 << 20).unwrap();
+                for r in RecordIter::new(h, &data) {
+                    let r = r.unwrap();
+                    let what = if h.is_control() {
+                        "ctl".to_string()
+                    } else {
+                        String::from_utf8_lossy(r.key.unwrap()).into_owned()
+                    };
+                    out.push((r.offset, what));
+                }
+                pos += h.size();
+                at = h.next_offset();
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_cleaner_drops_aborted_data_then_its_marker() {
+        use crate::cleaner::CleanConfig;
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            compact: true,
+            ..LogConfig::default()
+        };
+        let state = OpenState {
+            now_ms: 1000,
+            clean_shutdown: true,
+            ..OpenState::default()
+        };
+        let mut log = Log::open(dir.path(), config, state).unwrap();
+        log.append(&keyed(1, 0, &[("a", "1")], true), 0, 1000)
+            .unwrap(); // 0
+        log.append(&keyed(2, 0, &[("a", "2"), ("b", "x")], true), 0, 1000)
+            .unwrap(); // 1-2
+        log.append_end_txn_marker(1, 0, marker(true, 0), 0, 2000)
+            .unwrap(); // 3
+        log.append_end_txn_marker(2, 0, marker(false, 0), 0, 2000)
+            .unwrap(); // 4
+        log.append(&keyed(2, 2, &[("c", "3")], true), 0, 1000)
+            .unwrap(); // 5
+        log.append_end_txn_marker(2, 0, marker(true, 0), 0, 2000)
+            .unwrap(); // 6
+        log.append(&keyed(3, 0, &[("d", "4")], true), 0, 1000)
+            .unwrap(); // 7: open
+        log.roll(1000).unwrap();
+        log.append(&keyed(-1, -1, &[("e", "5")], false), 0, 1000)
+            .unwrap(); // 8
+        log.roll(1000).unwrap();
+        assert_eq!(log.aborted_transactions(0, 100).unwrap(), vec![(2, 1)]);
+        let clean = |log: &mut Log, now_ms| {
+            let c = CleanConfig {
+                now_ms,
+                delete_retention_ms: 1000,
+                ..CleanConfig::default()
+            };
+            log.clean(0, c).unwrap()
+        };
+        // producer 3's open transaction (from 7) keeps its segment out
+        let stats = clean(&mut log, 2500);
+        assert_eq!(
+            stats.first_dirty_offset, 0,
+            "nothing cleanable before 7's segment"
+        );
+        log.append_end_txn_marker(3, 0, marker(true, 0), 0, 2000)
+            .unwrap(); // 9
+        log.roll(1000).unwrap();
+        // within the delete horizon: aborted data goes, the markers stay, the
+        // abort keeps its .txnindex entry in the cleaned segment
+        let stats = clean(&mut log, 2500);
+        assert_eq!(stats.records_removed, 2);
+        let keys: Vec<(i64, String)> = contents(&log);
+        let expect: Vec<(i64, String)> = [
+            (0, "a"),
+            (3, "ctl"),
+            (4, "ctl"),
+            (5, "c"),
+            (6, "ctl"),
+            (7, "d"),
+            (8, "e"),
+            (9, "ctl"),
+        ]
+        .iter()
+        .map(|(o, k)| (*o, k.to_string()))
+        .collect();
+        assert_eq!(keys, expect);
+        assert_eq!(log.aborted_transactions(0, 100).unwrap(), vec![(2, 1)]);
+        assert_eq!(
+            txnindex_bytes(dir.path(), 0).unwrap(),
+            abort_entry(2, 1, 4, 5)
+        );
+        // past the horizon: the abort's data is gone, so its marker goes with
+        // its index entry; commits whose data is still there stay
+        clean(&mut log, 100_000);
+        let keys: Vec<i64> = contents(&log).iter().map(|(o, _)| *o).collect();
+        assert_eq!(keys, vec![0, 3, 5, 6, 7, 8, 9]);
+        assert_eq!(log.aborted_transactions(0, 100).unwrap(), vec![]);
+        assert_eq!(txnindex_bytes(dir.path(), 0).unwrap(), Vec::<u8>::new());
+        // and the state rebuilt from the cleaned log agrees
+        let before = state_of(&log);
+        log.close().unwrap();
+        for f in std::fs::read_dir(dir.path()).unwrap() {
+            let p = f.unwrap().path();
+            if p.extension().and_then(|e| e.to_str()) == Some("snapshot") {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+        let log = open(dir.path(), false, 1 << 30);
+        assert_eq!(state_of(&log).0, before.0);
+        assert_eq!(state_of(&log).1, before.1);
+    }
 }
