@@ -6,6 +6,7 @@ read_uncommitted sees everything, ListOffsets read_committed answers the LSO."""
 from __future__ import annotations
 
 import time
+import urllib.request
 from typing import TYPE_CHECKING
 
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
@@ -25,7 +26,7 @@ from tests.transaction.txnraw import (
 )
 
 if TYPE_CHECKING:
-    from conftest import Broker
+    from conftest import Broker, BrokerFactory
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -174,3 +175,35 @@ def test_marker_and_transactional_produce_errors(broker: Broker, topic_name: str
         # the markers without a transaction ended nothing; the abort is indexed
         f = fetch(c, topic_name, 0)
         assert (f.high_watermark, f.last_stable_offset, f.aborted) == (3, 3, [(pid, 0)])
+
+
+def test_lso_lag_metric(broker_factory: BrokerFactory, topic_name: str) -> None:
+    from tests.conftest import free_port
+    port = free_port()
+    b = broker_factory(metrics_port=port)
+    create_topic(b.bootstrap, topic_name)
+    labels = f'topic="{topic_name}",partition="0"'
+
+    def lag() -> float:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        line = next(ln for ln in text.splitlines()
+                    if ln.startswith(f"pybroker_last_stable_offset_lag{{{labels}}}"))
+        return float(line.rsplit(" ", 1)[1])
+
+    # the metrics listener may come up a moment after the broker's
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            assert lag() == 0
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "metrics endpoint not up"
+            time.sleep(0.1)
+    with RawClient(b.bootstrap) as c:
+        pid, epoch = init_producer_id(c)
+        assert c.produce(topic_name, 0, txn_batch(pid, epoch, 0, ["t0", "t1"])).error_code == 0
+        assert c.produce(topic_name, 0, txn_batch(-1, -1, -1, ["x"], False)).error_code == 0
+        assert lag() == 3
+        assert write_markers(c, pid, epoch, False, [(topic_name, 0)]) == {(topic_name, 0): NONE}
+        assert lag() == 0
