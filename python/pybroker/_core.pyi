@@ -34,6 +34,14 @@ class InvalidProducerEpochError(Exception):
     """An idempotent producer's epoch is older than its last one (Kafka
     INVALID_PRODUCER_EPOCH, 47)."""
 
+class InvalidTxnStateError(Exception):
+    """A producer with an open transaction in this partition wrote a
+    non-transactional batch (Kafka INVALID_TXN_STATE, 48)."""
+
+class TransactionCoordinatorFencedError(Exception):
+    """A transaction marker carries a coordinator epoch lower than the one the
+    partition recorded for the producer (Kafka TRANSACTION_COORDINATOR_FENCED, 52)."""
+
 class UnexpectedAppendOffsetError(Exception):
     """PartitionLog.append_as_follower got a batch that does not start at/after
     the log end offset, or after the previous batch (Kafka's
@@ -205,6 +213,35 @@ class PartitionLog:
         Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset]."""
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= timestamp_ms."""
+    def append_end_txn_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        leader_epoch: int,
+        now_ms: int,
+    ) -> AppendResult:
+        """Append the COMMIT (commit=True) or ABORT control batch ending the
+        producer's transaction (Kafka's EndTransactionMarker: one record, key =
+        version 0 + type, value = version 0 + coordinator_epoch), as the leader
+        does for WriteTxnMarkers. An epoch lower than the producer's raises
+        InvalidProducerEpochError; a coordinator_epoch lower than the one the
+        partition recorded for the producer raises
+        TransactionCoordinatorFencedError. Ending an open ABORTed transaction
+        adds (producer id, first offset, marker offset, last stable offset) to
+        the marker segment's `.txnindex`. A marker without an open transaction
+        is written all the same (it ends nothing)."""
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """min(high_watermark, first offset of every open transaction, first
+        offset of every ended transaction whose marker is at/after
+        high_watermark): where read_committed reads stop."""
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, None when none is open."""
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[tuple[int, int]]:
+        """(producer_id, first_offset) of the aborted transactions (from the
+        `.txnindex` files) with data in [start_offset, end_offset): the
+        aborted_transactions of a read_committed fetch, oldest first."""
     def flush(self) -> None:
         """fsync log and index files up to log_end_offset; advances recovery_point."""
     def roll(self) -> None:

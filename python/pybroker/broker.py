@@ -41,11 +41,23 @@ from pybroker.replica.isr import IsrManager
 from pybroker.replica.manager import ReplicaManager
 from pybroker.server.acceptor import ConnectionServer
 from pybroker.server.listeners import bind_listeners, listener_settings
+from pybroker.transaction import markers as txn_markers
+from pybroker.transaction.coordinator import TransactionCoordinator
+from pybroker.transaction.log import TRANSACTION_STATE_TOPIC, TransactionLog
 
 log = logging.getLogger(__name__)
 
 #: pause between attempts to register while an old registration lingers
 REGISTER_RETRY_S = 0.5
+
+
+def _txn_leadership(txn: TransactionCoordinator, replicas: ReplicaManager, index: int,
+                    leads: bool) -> None:
+    partition = replicas.get(TRANSACTION_STATE_TOPIC, index)
+    if leads and partition is not None:
+        txn.partition_led(index, partition.leader_epoch)
+    else:
+        txn.partition_lost(index)
 
 
 def open_backend(config: BrokerConfig) -> CoordinationBackend:
@@ -118,11 +130,21 @@ class Broker:
             lambda topic, index, leads: (groups.partition_led(index) if leads
                                          else groups.partition_lost(index))
             if topic == OFFSETS_TOPIC else None)
+        producer_ids = ProducerIdAllocator(backend, broker_id)
+        # transactions: coordinator of the ids whose __transaction_state partition is led
+        # here; the group coordinator hears of the markers ending TxnOffsetCommits
+        txn = TransactionCoordinator(
+            config, TransactionLog(config, metadata, replicas, admin, self.purgatory),
+            producer_ids)
+        replicas.leadership_listeners.append(
+            lambda topic, index, leads: _txn_leadership(txn, replicas, index, leads)
+            if topic == TRANSACTION_STATE_TOPIC else None)
+        txn_markers.add_marker_listener(groups.on_txn_marker)
         self.context = ctx = BrokerContext(
             broker_id=broker_id, config=config, metadata=metadata, replicas=replicas,
             purgatory=self.purgatory, admin=admin, groups=groups,
-            producer_ids=ProducerIdAllocator(backend, broker_id), logs=logs,
-            metrics=self.metrics)
+            producer_ids=producer_ids, logs=logs, metrics=self.metrics, txn=txn)
+        txn.bind(ctx)
         listener = MetadataListener(backend, publisher, self.advertised[0].name)
         controller = Controller(broker_id, backend, config)
         isr = IsrManager(replicas, backend, listener, config["replica.lag.time.max.ms"],
@@ -149,6 +171,7 @@ class Broker:
                 if config["metrics.port"]:
                     await tg.start(self._serve_metrics, ctx)
                 tg.start_soon(groups.run)
+                tg.start_soon(txn.run)
                 tg.start_soon(fetchers.run)
                 tg.start_soon(isr.run)
                 for item, port in zip(self.listeners, self.bound_ports, strict=True):
@@ -158,6 +181,8 @@ class Broker:
                 tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
+                txn_markers.remove_marker_listener(groups.on_txn_marker)
+                await txn.close()
                 listener.stop()
                 await controller.resign()
                 try:

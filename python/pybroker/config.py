@@ -211,6 +211,23 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _k("offset.metadata.max.bytes", T.INT, 4096, "Largest metadata of a committed offset."),
     _k("offsets.retention.check.interval.ms", T.LONG, 600000,
        "How often expired committed offsets are removed."),
+    # --- transactions ---
+    _k("transaction.state.log.num.partitions", T.INT, 50,
+       "Partitions of __transaction_state.", minimum=1),
+    _k("transaction.state.log.replication.factor", T.SHORT, 3,
+       "Replication of __transaction_state.", minimum=1),
+    _k("transaction.state.log.min.isr", T.INT, 2,
+       "min.insync.replicas of __transaction_state.", minimum=1),
+    _k("transaction.state.log.segment.bytes", T.INT, 104857600,
+       "Segment size of __transaction_state.", minimum=1),
+    _k("transaction.max.timeout.ms", T.INT, 900000,
+       "Largest transaction timeout a producer may ask for.", minimum=1),
+    _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", T.INT, 10000,
+       "How often transactions past their timeout are looked for and aborted.", minimum=1),
+    _k("transactional.id.expiration.ms", T.INT, 604800000,
+       "A transactional id idle this long (no transaction) is forgotten.", minimum=1),
+    _k("transaction.remove.expired.transaction.cleanup.interval.ms", T.INT, 3600000,
+       "How often expired transactional ids are removed.", minimum=1),
 )
 del T
 

@@ -67,11 +67,11 @@ def test_registry_covers_the_brief() -> None:
         0: (0, 8), 1: (4, 12), 2: (1, 5), 3: (0, 8), 8: (2, 7), 9: (1, 5), 10: (0, 2),
         11: (0, 5), 12: (0, 3), 13: (0, 3), 14: (0, 3), 15: (0, 4), 16: (0, 2), 18: (0, 4),
         19: (2, 4), 20: (1, 3), 21: (0, 1), 22: (0, 1), 23: (2, 3), 24: (0, 2), 25: (0, 2),
-        26: (0, 2), 28: (0, 3), 32: (1, 3), 33: (0, 1), 37: (0, 1), 42: (0, 1), 44: (0, 0),
-        47: (0, 0),
+        26: (0, 2), 27: (0, 1), 28: (0, 3), 32: (1, 3), 33: (0, 1), 37: (0, 1), 42: (0, 1),
+        44: (0, 0), 47: (0, 0),
     }
     assert {k: (a.min_version, a.max_version) for k, a in APIS.items()} == expected
     flexible = {(k, v) for k, a in APIS.items() for v in range(a.min_version, a.max_version + 1)
                 if a.is_flexible(v)}
-    assert flexible == {(1, 12), (18, 3), (18, 4), (28, 3)}
+    assert flexible == {(1, 12), (18, 3), (18, 4), (27, 1), (28, 3)}
     assert not APIS[0].is_flexible(8) and APIS[0].is_flexible(9)

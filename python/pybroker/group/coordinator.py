@@ -23,8 +23,9 @@ import anyio
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.group import records as rec
 from pybroker.group.member import Member, Waiter
-from pybroker.group.offsets import Appended, GroupStore, OffsetsTopic
+from pybroker.group.offsets import OFFSETS_TOPIC, Appended, GroupStore, OffsetsTopic
 from pybroker.group.state import Group, GroupState, InitialDelay, OffsetEntry
+from pybroker.group.txn_offsets import TxnData, TxnMarker, TxnOffsets
 
 if TYPE_CHECKING:
     from pybroker.admin.topics import TopicAdmin
@@ -91,6 +92,8 @@ class GroupCoordinator:
         #: the offsets-topic partitions whose groups this broker coordinates (it leads
         #: them); None: every group (a store without partitions, as in unit tests)
         self.owned: set[int] | None = None
+        #: TxnOffsetCommit offsets waiting for their transaction's marker
+        self.txn_offsets = TxnOffsets()
 
     @classmethod
     def for_broker(cls, config: BrokerConfig, metadata: MetadataCache, replicas: ReplicaManager,
@@ -124,6 +127,9 @@ class GroupCoordinator:
         if self.owned is None:
             self.owned = set()
         self.owned.discard(index)
+        self.txn_offsets.forget_partition(index)
+        self.txn_offsets.drop_groups({g for p in self.txn_offsets.pending.values() for g in p
+                                      if self.store.partition_of(g) == index})
         for group_id in [g for g in self.groups if self.store.partition_of(g) == index]:
             group = self.groups.pop(group_id)
             group.state = S.DEAD
@@ -138,9 +144,28 @@ class GroupCoordinator:
         metas: dict[str, rec.GroupValue | None] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
         count = 0
-        for key_bytes, value in self.store.load(partition):
+        for item in self.store.load(partition):
+            if isinstance(item, TxnMarker):
+                self._replay_marker(item, partition, offsets)
+                continue
+            key_bytes, value = item[0], item[1]
             try:
                 key = rec.decode_key(key_bytes)
+                if isinstance(item, TxnData):
+                    self.txn_offsets.seen(item.partition, item.producer_id, item.producer_epoch,
+                                          item.last_sequence)
+                    if isinstance(key, rec.OffsetKey):
+                        if value is None:
+                            self.txn_offsets.remove(item.producer_id, key.group,
+                                                    (key.topic, key.partition))
+                        else:
+                            v = rec.decode_offset_value(value)
+                            self.txn_offsets.add(item.producer_id, key.group, [(
+                                (key.topic, key.partition),
+                                OffsetEntry(v.offset, v.leader_epoch, v.metadata,
+                                            v.commit_timestamp))])
+                    count += 1
+                    continue
                 if isinstance(key, rec.OffsetKey):
                     entries = offsets.setdefault(key.group, {})
                     if value is None:
@@ -179,6 +204,17 @@ class GroupCoordinator:
             self.groups[group_id] = group
         log.info("loaded %d groups from %d __consumer_offsets records%s", len(self.groups), count,
                  "" if partition is None else f" of partition {partition}")
+
+    def _replay_marker(self, marker: TxnMarker, partition: int | None,
+                       offsets: dict[str, dict[tuple[str, int], OffsetEntry]]) -> None:
+        """A COMMIT/ABORT replayed from offsets partition `partition`: the producer's
+        pending offsets of that partition's groups become committed or are dropped."""
+        pending = self.txn_offsets.pending.get(marker.producer_id, {})
+        groups = {g for g in pending
+                  if partition is None or self.store.partition_of(g) == partition}
+        for group_id, entries in self.txn_offsets.complete(marker.producer_id, groups).items():
+            if marker.commit:
+                offsets.setdefault(group_id, {}).update(entries)
 
     async def store_ready(self) -> None:
         """Create the offsets topic now (FindCoordinator), as Kafka does."""
@@ -661,6 +697,107 @@ class GroupCoordinator:
         return [(name, [(p, answer if c == ErrorCode.NONE else c) for p, c in codes])
                 for name, codes in pending.results]
 
+    # --- transactional offsets (TxnOffsetCommit) --------------------------------------
+    def begin_txn_commit(
+        self, group_id: str, producer_id: int, producer_epoch: int, generation: int,
+        member_id: str, group_instance_id: str | None,
+        topics: list[tuple[str, list[tuple[int, int, int, str | None]]]],
+    ) -> PendingCommit:
+        """Validate a TxnOffsetCommit and append its records as the producer's
+        transactional batch; finish_txn_commit keeps them pending until the marker."""
+        error = self._txn_commit_error(group_id, generation, member_id, group_instance_id)
+        if error is not None:
+            return PendingCommit(group_id, [(name, [(p[0], error) for p in parts])
+                                            for name, parts in topics])
+        now = self.wall()
+        results: list[tuple[str, list[tuple[int, ErrorCode]]]] = []
+        records: list[rec.Record] = []
+        accepted: list[tuple[tuple[str, int], OffsetEntry]] = []
+        for name, parts in topics:
+            codes = []
+            for partition, offset, epoch, metadata in parts:
+                if not self.partition_exists(name, partition):
+                    codes.append((partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                meta = metadata or ""
+                if len(meta.encode()) > self.config.offset_metadata_max_bytes:
+                    codes.append((partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
+                    continue
+                records.append((rec.offset_key(group_id, name, partition),
+                                rec.offset_value(rec.OffsetValue(offset, epoch, meta, now))))
+                accepted.append(((name, partition), OffsetEntry(offset, epoch, meta, now)))
+                codes.append((partition, ErrorCode.NONE))
+            results.append((name, codes))
+        pending = PendingCommit(group_id, results, accepted, producer_id=producer_id)
+        if records:
+            producer = self.txn_offsets.producer(self.store.partition_of(group_id), producer_id,
+                                                 producer_epoch, len(records))
+            try:
+                pending.appended = self.store.append(group_id, records, required_acks=-1,
+                                                     producer=producer)
+            except KafkaError as exc:
+                log.info("group %s: storing transactional offsets failed: %s", group_id, exc)
+                pending.failed = exc.code
+            except Exception:
+                log.exception("group %s: storing transactional offsets failed", group_id)
+                pending.failed = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if pending.failed is not None:
+                # the batch was not written: the next one reuses its sequences
+                self.txn_offsets.forget_partition(self.store.partition_of(group_id))
+        return pending
+
+    def finish_txn_commit(self, pending: PendingCommit, stored: ErrorCode
+                          ) -> list[tuple[str, list[tuple[int, ErrorCode]]]]:
+        code = pending.failed if pending.failed is not None else stored
+        if code == ErrorCode.NONE:
+            if pending.entries:
+                self.txn_offsets.add(pending.producer_id, pending.group_id, pending.entries)
+            return pending.results
+        answer = commit_error(code)
+        return [(name, [(p, answer if c == ErrorCode.NONE else c) for p, c in codes])
+                for name, codes in pending.results]
+
+    def _txn_commit_error(self, group_id: str, generation: int, member_id: str,
+                          group_instance_id: str | None) -> ErrorCode | None:
+        """Kafka's validateOffsetCommit for a transactional commit: a group member's
+        commit (v3 with generation/member) is checked, a bare one is not."""
+        if (code := self.coordinator_error(group_id)) is not None:
+            return code
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        if group.is_(S.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and not member_id and group_instance_id is None:
+            return None
+        fenced = self._fenced(group, member_id, group_instance_id)
+        if fenced is not None:
+            return fenced
+        if member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        return None
+
+    def on_txn_marker(self, topic: str, partition: int, producer_id: int,
+                      producer_epoch: int, commit: bool, marker_offset: int) -> None:
+        """A transaction marker was written to an offsets partition led here."""
+        if topic != OFFSETS_TOPIC:
+            return
+        pending = self.txn_offsets.pending.get(producer_id, {})
+        groups = {g for g in pending if self.store.partition_of(g) == partition}
+        for group_id, entries in self.txn_offsets.complete(producer_id, groups).items():
+            if not commit:
+                continue
+            group = self.groups.get(group_id)
+            if group is None:
+                group = self.groups[group_id] = Group(group_id, self.wall())
+            group.offsets.update(entries)
+
+    def unstable_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        """A transactional commit of this partition waits for its marker."""
+        return self.txn_offsets.is_pending(group_id, (topic, partition))
+
     def _commit_error(self, group_id: str, generation: int, member_id: str,
                       group_instance_id: str | None) -> ErrorCode | None:
         if (code := self.coordinator_error(group_id)) is not None:
@@ -838,6 +975,8 @@ class PendingCommit:
     appended: Appended | None = None
     #: the append itself failed
     failed: ErrorCode | None = None
+    #: a TxnOffsetCommit's producer id
+    producer_id: int = -1
 
 
 def commit_error(code: ErrorCode) -> ErrorCode:

@@ -13,7 +13,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from pybroker.group.records import build_batch, iter_records
+from pybroker.group.records import build_batch, iter_records, txn_batch_info
+from pybroker.group.txn_offsets import TxnData, TxnMarker, TxnProducer
 
 if TYPE_CHECKING:
     from pybroker.admin.topics import TopicAdmin
@@ -62,9 +63,10 @@ class GroupStore(Protocol):
     def partition_of(self, group_id: str) -> int: ...
 
     def append(self, group_id: str, records: list[Record],
-               required_acks: int = 1) -> Appended | None: ...
+               required_acks: int = 1, producer: TxnProducer | None = None
+               ) -> Appended | None: ...
 
-    def load(self, partition: int | None = None) -> Iterator[Record]: ...
+    def load(self, partition: int | None = None) -> Iterator[Record | TxnData | TxnMarker]: ...
 
 
 class MemoryStore:
@@ -80,11 +82,12 @@ class MemoryStore:
         return 0
 
     def append(self, group_id: str, records: list[Record],
-               required_acks: int = 1) -> Appended | None:
+               required_acks: int = 1, producer: TxnProducer | None = None
+               ) -> Appended | None:
         self.records.extend(records)
         return None  # nothing to replicate
 
-    def load(self, partition: int | None = None) -> Iterator[Record]:
+    def load(self, partition: int | None = None) -> Iterator[Record | TxnData | TxnMarker]:
         return iter(list(self.records))
 
 
@@ -123,8 +126,9 @@ class OffsetsTopic:
         return partition_for(group_id, self.partition_count)
 
     def append(self, group_id: str, records: list[Record],
-               required_acks: int = 1) -> Appended | None:
-        """Append to the group's offsets partition, which this broker must lead.
+               required_acks: int = 1, producer: TxnProducer | None = None) -> Appended | None:
+        """Append to the group's offsets partition, which this broker must lead
+        (as `producer`'s transactional batch for TxnOffsetCommit).
         With required_acks=-1 the ISR must be at least min.insync.replicas
         (KafkaError NOT_ENOUGH_REPLICAS otherwise); the caller waits for the
         returned offset to be committed."""
@@ -134,13 +138,17 @@ class OffsetsTopic:
         partition = self.replicas.get(OFFSETS_TOPIC, index)
         if partition is None:
             raise RuntimeError(f"{OFFSETS_TOPIC}-{index} is not open")
-        batch = build_batch(records, int(time.time() * 1000))
+        batch = build_batch(records, int(time.time() * 1000)) if producer is None else \
+            build_batch(records, int(time.time() * 1000), producer_id=producer.producer_id,
+                        producer_epoch=producer.producer_epoch,
+                        base_sequence=producer.base_sequence, transactional=True)
         result = partition.append_as_leader(memoryview(batch), required_acks=required_acks)
         return Appended(partition, int(result.last_offset) + 1)
 
-    def load(self, partition: int | None = None) -> Iterator[Record]:
+    def load(self, partition: int | None = None) -> Iterator[Record | TxnData | TxnMarker]:
         """Replay the records of one partition (or all): everything in the local log,
-        which a new leader's followers will all have once they catch up."""
+        which a new leader's followers will all have once they catch up. Records of
+        transactional batches come as TxnData, their COMMIT/ABORT as TxnMarker."""
         record = self.metadata.topic(OFFSETS_TOPIC)
         if record is None:
             return
@@ -156,9 +164,22 @@ class OffsetsTopic:
                 if chunk is None:
                     break
                 last = offset - 1
-                for record_offset, key, value in iter_records(chunk.read()):
+                data = chunk.read()
+                batches = list(txn_batch_info(data))
+                at = 0
+                for record_offset, key, value in iter_records(data):
                     last = record_offset
-                    if key is not None and record_offset >= offset:
+                    while at + 1 < len(batches) and batches[at + 1][0] <= record_offset:
+                        at += 1
+                    if record_offset < offset:
+                        continue
+                    info = batches[at][1] if batches else None
+                    if info is not None and info.commit is not None:
+                        yield TxnMarker(info.producer_id, info.commit)
+                    elif key is not None and info is not None:
+                        yield TxnData(key, value, info.producer_id, info.producer_epoch,
+                                      info.base_sequence + info.last_offset_delta, index)
+                    elif key is not None:
                         yield key, value
                 if last < offset:
                     log.warning("%s-%d: no readable record at %d; stopping replay",

@@ -38,6 +38,7 @@ GROUP_VALUE_VERSION = 3
 BATCH_HEADER_BYTES = 61
 CODEC_MASK = 0x07
 CONTROL_FLAG = 0x20
+TRANSACTIONAL_FLAG = 0x10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,8 +243,11 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
-    """One uncompressed magic-2 batch holding (key, value) records, base offset 0."""
+def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, *,
+                producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                transactional: bool = False) -> bytes:
+    """One uncompressed magic-2 batch holding (key, value) records, base offset 0
+    (a transactional producer's batch when transactional: TxnOffsetCommit)."""
     if not records:
         raise ValueError("a batch needs at least one record")
     body = bytearray()
@@ -253,8 +257,9 @@ def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) ->
                   + _varint(0))
         body += _varint(len(record)) + record
     # attributes .. end: the part the CRC covers
-    tail = struct.pack(">hiqqqhii", 0, len(records) - 1, timestamp_ms, timestamp_ms, -1, -1, -1,
-                       len(records)) + bytes(body)
+    attributes = TRANSACTIONAL_FLAG if transactional else 0
+    tail = struct.pack(">hiqqqhii", attributes, len(records) - 1, timestamp_ms, timestamp_ms,
+                       producer_id, producer_epoch, base_sequence, len(records)) + bytes(body)
     after_length = struct.pack(">ib", -1, 2) + struct.pack(">I", crc32c(tail)) + tail
     return struct.pack(">qi", 0, len(after_length)) + after_length
 
@@ -294,4 +299,42 @@ def iter_records(data: bytes) -> Iterator[tuple[int, bytes | None, bytes | None]
                 hvlen, rpos = _read_varint(data, rpos)
                 rpos += max(hvlen, 0)
             yield base_offset + delta, key, value
+        pos = end
+
+
+@dataclasses.dataclass(frozen=True)
+class TxnBatchInfo:
+    """The producer fields of a transactional batch (data or control)."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_offset_delta: int
+    #: for a control batch: True COMMIT, False ABORT; None for a data batch
+    commit: bool | None
+
+
+def txn_batch_info(data: bytes) -> Iterator[tuple[int, TxnBatchInfo | None]]:
+    """(base offset, its TxnBatchInfo or None when not transactional) of every
+    complete batch in `data`, in order (iter_records gives their records)."""
+    pos = 0
+    while pos + BATCH_HEADER_BYTES <= len(data):
+        base_offset, length = struct.unpack_from(">qi", data, pos)
+        end = pos + 12 + length
+        if end > len(data):
+            break
+        attributes, last_delta = struct.unpack_from(">hi", data, pos + 21)
+        producer_id, epoch, base_seq = struct.unpack_from(">qhi", data, pos + 43)
+        info = None
+        if attributes & TRANSACTIONAL_FLAG:
+            commit = None
+            if attributes & CONTROL_FLAG:
+                # one record; its key: int16 version | int16 type (0 ABORT, 1 COMMIT)
+                _, rpos = _read_varint(data, pos + BATCH_HEADER_BYTES)  # record length
+                _, rpos = _read_varint(data, rpos + 1)  # attributes, timestamp delta
+                _, rpos = _read_varint(data, rpos)  # offset delta
+                klen, rpos = _read_varint(data, rpos)
+                commit = klen >= 4 and struct.unpack_from(">h", data, rpos + 2)[0] == 1
+            info = TxnBatchInfo(producer_id, epoch, base_seq, last_delta, commit)
+        yield base_offset, info
         pos = end

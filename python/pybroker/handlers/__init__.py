@@ -2,6 +2,8 @@
 them all in `registry.HANDLERS`."""
 
 from pybroker.handlers import (  # noqa: F401
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     api_versions,
     create_partitions,
@@ -11,6 +13,8 @@ from pybroker.handlers import (  # noqa: F401
     delete_topics,
     describe_configs,
     describe_groups,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -20,6 +24,7 @@ from pybroker.handlers import (  # noqa: F401
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -27,4 +32,6 @@ from pybroker.handlers import (  # noqa: F401
     offset_for_leader_epoch,
     produce,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )

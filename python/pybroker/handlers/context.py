@@ -4,6 +4,7 @@ rather than the whole broker."""
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from pybroker.admin.topics import TopicAdmin
 from pybroker.config import BrokerConfig
@@ -14,6 +15,9 @@ from pybroker.metrics import BrokerMetrics
 from pybroker.producer.ids import ProducerIdAllocator
 from pybroker.purgatory import Purgatory
 from pybroker.replica.manager import ReplicaManager
+
+if TYPE_CHECKING:
+    from pybroker.transaction.coordinator import TransactionCoordinator
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +32,8 @@ class BrokerContext:
     producer_ids: ProducerIdAllocator
     logs: LogManager
     metrics: BrokerMetrics
+    #: the transaction coordinator (None where a test builds a context without one)
+    txn: TransactionCoordinator | None = None
 
     @property
     def endpoint(self) -> BrokerEndpoint:

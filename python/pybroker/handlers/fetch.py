@@ -2,7 +2,9 @@
 
 A fetch answers at once when it has `min_bytes`, else waits in the purgatory
 (woken when a high watermark moves) until it has them or `max_wait_ms` passes.
-Consumers read only from the leader, and only up to the high watermark. Record
+Consumers read only from the leader, and only up to the high watermark (with
+isolation_level=1, read_committed, up to the last stable offset, with the
+aborted transactions of the range). Record
 bytes come back as file slices that the connection sends with sendfile(2). Fetch sessions (KIP-227)
 are not kept: session_id is always 0, so every fetch is a full one."""
 
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from pybroker.server.dispatch import Request
 
 MAX_BYTES_DEFAULT = 0x7FFFFFFF
+READ_COMMITTED = 1
 
 
 @handles(1, (4, 11))
@@ -51,6 +54,9 @@ def read_all(
     how far the follower has got (its fetch offset) — that may move the high
     watermark — and then reads up to its log end rather than the high watermark."""
     max_bytes = body["max_bytes"] or MAX_BYTES_DEFAULT
+    # read_committed (isolation_level 1): a consumer reads up to the last stable
+    # offset and is told the aborted transactions of what it reads
+    read_committed = follower is None and body["isolation_level"] == READ_COMMITTED
     total = 0
     errors = False
     seen: list[ReplicaPartition] = []
@@ -76,20 +82,27 @@ def read_all(
                 try:
                     # KIP-74: the first batch of the response comes whole even past the limits
                     records = partition.read(p["fetch_offset"], max(limit, 0), total == 0,
-                                             committed_only=follower is None)
+                                             committed_only=follower is None,
+                                             read_committed=read_committed)
                 except _core.OffsetOutOfRangeError:
                     code = ErrorCode.OFFSET_OUT_OF_RANGE
                     errors = True
             if records is not None:
                 total += records.length
             hw = partition.high_watermark
+            lso = partition.last_stable_offset
+            aborted = None
+            if read_committed:
+                aborted = [{"producer_id": pid, "first_offset": first} for pid, first in
+                           partition.aborted_transactions(p["fetch_offset"], lso)
+                           ] if records is not None else []
             results.append({
                 "partition_index": index,
                 "error_code": int(code),
                 "high_watermark": hw,
-                "last_stable_offset": hw,
+                "last_stable_offset": lso,
                 "log_start_offset": partition.log_start_offset,
-                "aborted_transactions": None,
+                "aborted_transactions": aborted,
                 "preferred_read_replica": -1,
                 "records": records if records is not None else b"",
             })

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 LATEST = -1
 EARLIEST = -2
+READ_COMMITTED = 1
 
 
 @handles(2, (1, 5))
@@ -20,14 +21,15 @@ async def handle_list_offsets(ctx: BrokerContext, request: Request) -> dict[str,
     topics = []
     for topic in request.body["topics"]:
         name = topic["name"]
-        partitions = [lookup(ctx, name, p, request.body["replica_id"])
+        partitions = [lookup(ctx, name, p, request.body["replica_id"],
+                             request.body["isolation_level"] == READ_COMMITTED)
                       for p in topic["partitions"]]
         topics.append({"name": name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def lookup(ctx: BrokerContext, topic: str, p: dict[str, Any], replica_id: int = -1
-           ) -> dict[str, Any]:
+def lookup(ctx: BrokerContext, topic: str, p: dict[str, Any], replica_id: int = -1,
+           read_committed: bool = False) -> dict[str, Any]:
     index = p["partition_index"]
     try:
         partition = ctx.replicas.leader_for(topic, index, p["current_leader_epoch"])
@@ -36,14 +38,18 @@ def lookup(ctx: BrokerContext, topic: str, p: dict[str, Any], replica_id: int = 
     timestamp = p["timestamp"]
     if timestamp == LATEST:
         # a follower (replica_id set) is told the log end, a client the high watermark
-        end = partition.log_end_offset if replica_id >= 0 else partition.high_watermark
+        # (read_committed: the last stable offset)
+        end = (partition.log_end_offset if replica_id >= 0
+               else partition.last_stable_offset if read_committed
+               else partition.high_watermark)
         return answer(index, offset=end, epoch=partition.leader_epoch)
     if timestamp == EARLIEST:
         return answer(index, offset=partition.log_start_offset, epoch=partition.leader_epoch)
     if timestamp < 0:
         return answer(index, ErrorCode.UNSUPPORTED_VERSION)
     found = partition.offset_for_timestamp(timestamp)
-    if found is None:
+    if found is None or (read_committed and found[0] >= partition.last_stable_offset):
+        # read_committed: nothing at or past the last stable offset (Kafka)
         return answer(index)
     offset, ts = found
     return answer(index, offset=offset, timestamp=ts, epoch=partition.leader_epoch)

@@ -29,6 +29,7 @@ APPEND_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (_core.RecordTooLargeError, ErrorCode.MESSAGE_TOO_LARGE),
     (_core.OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
     (_core.InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (_core.InvalidTxnStateError, ErrorCode.INVALID_TXN_STATE),
     (_core.StorageError, ErrorCode.KAFKA_STORAGE_ERROR),
 )
 

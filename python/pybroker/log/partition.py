@@ -73,6 +73,21 @@ class Partition:
         self._maybe_flush()
         return result
 
+    def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                      commit: bool, leader_epoch: int) -> AppendResult:
+        """Append a COMMIT/ABORT control batch ending the producer's transaction."""
+        result = self.log.append_end_txn_marker(producer_id, producer_epoch, coordinator_epoch,
+                                                commit, leader_epoch,
+                                                int(time.time() * 1000))
+        self._maybe_flush()
+        return result
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: the high watermark, or below it the first offset of a
+        transaction still open or whose marker is not below the high watermark."""
+        return self.log.last_stable_offset(self.high_watermark)
+
     def append_as_follower(self, records: memoryview) -> AppendResult:
         """Append the leader's batches as they are (its offsets, epochs, bytes)."""
         result = self.log.append_as_follower(records)

@@ -149,12 +149,17 @@ def _broker_gauges(out: Exposition, broker: BrokerContext) -> None:
                "fsyncs of partition logs by the flush policy (flush.messages, flush.ms).",
                [((), getattr(broker.logs, "flushes", 0))])
     logs = sorted(broker.logs.partitions.items())
-    size, segments, end = [], [], []
+    size, segments, end, lso_lag = [], [], [], []
     for (topic, index), partition in logs:
         labels = (("topic", topic), ("partition", str(index)))
         size.append((labels, partition.log.size_bytes))
         segments.append((labels, partition.log.segment_count))
         end.append((labels, partition.log.log_end_offset))
+        lso_lag.append((labels, partition.high_watermark - partition.last_stable_offset))
     out.family("pybroker_log_size_bytes", "gauge", "Bytes of a partition's log segments.", size)
     out.family("pybroker_log_segments", "gauge", "Segments in a partition's log.", segments)
     out.family("pybroker_log_end_offset", "gauge", "Offset of a partition's next record.", end)
+    out.family("pybroker_last_stable_offset_lag", "gauge",
+               "High watermark minus last stable offset: records held back from "
+               "read_committed consumers by open transactions (Kafka's LastStableOffsetLag).",
+               lso_lag)

@@ -7,7 +7,12 @@ it, for duplicate detection. A producer that has not written for
 does not grow with every short-lived producer. A producer that comes back
 after that is accepted at whatever sequence it sends, as Kafka accepts a
 producer it has no state for; only a retry of a batch written before the
-expiry would no longer be recognised as a duplicate."""
+expiry would no longer be recognised as a duplicate.
+
+A producer with a transaction open in a partition is never dropped there (Kafka's
+rule too): its state holds the transaction's first offset, which keeps the last
+stable offset down until the marker ends it; forgetting it would let
+read_committed consumers past uncommitted data."""
 
 from __future__ import annotations
 

@@ -155,6 +155,31 @@ class ReplicaPartition:
         self._maybe_increment_high_watermark()
         return result
 
+    def append_marker_as_leader(self, *, producer_id: int, producer_epoch: int,
+                                coordinator_epoch: int, commit: bool) -> AppendResult:
+        """Append a transaction marker (WriteTxnMarkers, see transaction/markers.py).
+        Markers are written with acks=all, so the ISR must meet min.insync.replicas."""
+        self.check_leader()
+        if len(self.isr) < self.log.min_insync_replicas:
+            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS)
+        result = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch,
+                                        commit, self.leader_epoch)
+        self.purgatory.notify(self._leo_key)
+        self._maybe_increment_high_watermark()
+        return result
+
+    @property
+    def last_stable_offset(self) -> int:
+        """What read_committed consumers may read up to: the high watermark, or
+        the first offset of a transaction not yet ended (or whose marker the ISR
+        does not have yet) when that is lower (Kafka's LSO)."""
+        return self.log.last_stable_offset
+
+    def aborted_transactions(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions with data in
+        [start, end), for a read_committed fetch."""
+        return self.log.log.aborted_transactions(start, end)
+
     # --- the leader's view of its followers (Kafka's Partition.updateFollowerFetchState)
     def record_follower_fetch(self, broker_id: int, fetch_offset: int) -> None:
         """A follower fetched from `fetch_offset`: it has everything below it."""
@@ -225,6 +250,8 @@ class ReplicaPartition:
         target = min(leader_high_watermark, self.log_end_offset)
         if target != self.high_watermark:
             self.log.update_high_watermark(target)
+            # transactions whose markers are now below it need no remembering
+            self.log.log.last_stable_offset(target)
             self.purgatory.notify(self._hw_key)
 
     def truncate_to(self, offset: int) -> None:
@@ -243,9 +270,13 @@ class ReplicaPartition:
             self.log.log.advance_log_start_offset(target)
 
     def read(self, offset: int, max_bytes: int, min_one: bool,
-             committed_only: bool = True) -> FileSlice | None:
+             committed_only: bool = True, read_committed: bool = False) -> FileSlice | None:
         """Batches from `offset`: for a consumer only committed ones (below the
-        high watermark), for a follower everything up to the log end."""
+        high watermark; with read_committed below the last stable offset), for a
+        follower everything up to the log end."""
+        if read_committed:
+            return self.log.log.read(offset, max_bytes, min_one=min_one,
+                                     max_offset=self.last_stable_offset)
         if committed_only:
             return self.log.read(offset, max_bytes, min_one)
         return self.log.log.read(offset, max_bytes, min_one=min_one)

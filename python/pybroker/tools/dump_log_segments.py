@@ -21,6 +21,14 @@ prints, line for line:
 * `.timeindex`: `timestamp: <ts> offset: <offset>` per entry.
 * `--index-sanity-check`: only `<file> passed sanity check.` (Kafka's startup
   check); `--verify-index-only`: entries are checked, not printed.
+* `.txnindex` (aborted transactions): `version: 0 producerId: P firstOffset: F
+  lastOffset: L lastStableOffset: S` per entry.
+* `.snapshot` (producer state): per producer `producerId: P producerEpoch: E
+  coordinatorEpoch: C currentTxnFirstOffset: OptionalLong[F] (or
+  OptionalLong.empty) lastTimestamp: T ` and, when it has a batch, `firstSequence:
+  .. lastSequence: .. lastOffset: .. offsetDelta: .. timestamp: ..`; a snapshot of
+  an unknown version or a bad CRC is reported on stderr.
+* control records (`--deep-iteration`): ` endTxnMarker: COMMIT coordinatorEpoch: N`.
 
 Problems found (index entries not matching the log, non-consecutive offsets,
 time index mismatches) are reported on stderr after all files, as Kafka does.
@@ -394,6 +402,59 @@ def dump_time_index(path: Path, args: argparse.Namespace, problems: Problems,
         prev_ts = ts
 
 
+TXN_ENTRY_SIZE = 34
+SNAPSHOT_HEADER_SIZE = 10
+SNAPSHOT_ENTRY_SIZE = 46
+SNAPSHOT_VERSION = 1
+
+
+def dump_txn_index(path: Path, out: TextIO) -> None:
+    """Kafka's AbortedTxn entries: version int16, producerId, firstOffset,
+    lastOffset, lastStableOffset (int64 each)."""
+    for entry in _entries(path, TXN_ENTRY_SIZE):
+        version, pid, first, last, lso = struct.unpack(">hqqqq", entry)
+        print(f"version: {version} producerId: {pid} firstOffset: {first} "
+              f"lastOffset: {last} lastStableOffset: {lso}", file=out)
+
+
+def _first_sequence(last_seq: int, delta: int) -> int:
+    """Kafka's DefaultRecordBatch.decrementSequence(lastSeq, offsetDelta)."""
+    return INT_MAX - delta + last_seq + 1 if last_seq < delta else last_seq - delta
+
+
+def dump_producer_snapshot(path: Path, out: TextIO, err: TextIO) -> None:
+    """Kafka's ProducerSnapshot (version 1): version int16, crc uint32 (CRC-32C
+    of everything after it), count int32, then 46-byte entries."""
+    data = path.read_bytes()
+    if len(data) < SNAPSHOT_HEADER_SIZE:
+        print(f"Snapshot file {path} is too short", file=err)
+        return
+    version, crc, count = struct.unpack_from(">hIi", data)
+    if version != SNAPSHOT_VERSION:
+        print(f"Snapshot contained an unknown file version {version}", file=err)
+        return
+    computed = _core.crc32c(data[6:])
+    if computed != crc:
+        print(f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. "
+              f"Computed crc: {computed}", file=err)
+        return
+    if count < 0 or len(data) != SNAPSHOT_HEADER_SIZE + count * SNAPSHOT_ENTRY_SIZE:
+        print(f"Snapshot file {path} has a bad entry count {count}", file=err)
+        return
+    for i in range(count):
+        (pid, epoch, last_seq, last_offset, delta, timestamp, coordinator_epoch,
+         txn_first) = struct.unpack_from(
+            ">qhiqiqiq", data, SNAPSHOT_HEADER_SIZE + i * SNAPSHOT_ENTRY_SIZE)
+        txn = f"OptionalLong[{txn_first}]" if txn_first >= 0 else "OptionalLong.empty"
+        line = (f"producerId: {pid} producerEpoch: {epoch} coordinatorEpoch: "
+                f"{coordinator_epoch} currentTxnFirstOffset: {txn} lastTimestamp: {timestamp} ")
+        if last_offset >= 0:
+            line += (f"firstSequence: {_first_sequence(last_seq, delta)} lastSequence: "
+                     f"{last_seq} lastOffset: {last_offset} offsetDelta: {delta} "
+                     f"timestamp: {timestamp}")
+        print(line, file=out)
+
+
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     files = [f for item in args.files for f in item.split(",") if f]
     problems = Problems()
@@ -408,6 +469,10 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
                 dump_index(path, args, problems, out)
             elif suffix == ".timeindex":
                 dump_time_index(path, args, problems, out)
+            elif suffix == ".txnindex":
+                dump_txn_index(path, out)
+            elif suffix == ".snapshot":
+                dump_producer_snapshot(path, out, err)
             else:
                 print(f"Ignoring unknown file {path}", file=err)
     except BrokenPipeError:

@@ -12,6 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use buf::BorrowedBuffer;
 use pybroker_log::cleaner::{self, CleanConfig};
+use pybroker_log::producer_state::EndTxnMarker;
 use pybroker_log::{codec, LogConfig, LogError, OpenState};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyBlockingIOError, PyException, PyOSError, PyValueError};
@@ -68,6 +69,18 @@ create_exception!(
 );
 create_exception!(
     pybroker._core,
+    InvalidTxnStateError,
+    PyException,
+    "A producer with an open transaction wrote a non-transactional batch (Kafka 48)."
+);
+create_exception!(
+    pybroker._core,
+    TransactionCoordinatorFencedError,
+    PyException,
+    "A marker's coordinator epoch is older than the partition has seen (Kafka 52)."
+);
+create_exception!(
+    pybroker._core,
     UnexpectedAppendOffsetError,
     PyException,
     "A follower append's batch does not start at/after the log end or the previous batch."
@@ -91,6 +104,10 @@ fn to_py_err(e: LogError) -> PyErr {
         LogError::OffsetOutOfRange { .. } => OffsetOutOfRangeError::new_err(msg),
         LogError::OutOfOrderSequence(_) => OutOfOrderSequenceError::new_err(msg),
         LogError::InvalidProducerEpoch(_) => InvalidProducerEpochError::new_err(msg),
+        LogError::InvalidTxnState(_) => InvalidTxnStateError::new_err(msg),
+        LogError::TransactionCoordinatorFenced(_) => {
+            TransactionCoordinatorFencedError::new_err(msg)
+        }
         LogError::UnexpectedAppendOffset { .. } => UnexpectedAppendOffsetError::new_err(msg),
         LogError::WouldBlock => PyBlockingIOError::new_err((libc_eagain(), msg)),
         LogError::Closed | LogError::Io(_) => StorageError::new_err(msg),
@@ -405,6 +422,56 @@ impl PartitionLog {
         release(py, || self.lock().offset_for_timestamp(timestamp_ms))
     }
 
+    /// Append a COMMIT/ABORT marker ending the producer's transaction (leader).
+    #[allow(clippy::too_many_arguments)]
+    fn append_end_txn_marker(
+        &self,
+        py: Python<'_>,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+        commit: bool,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> PyResult<AppendResult> {
+        let marker = EndTxnMarker {
+            commit,
+            coordinator_epoch,
+        };
+        let info = release(py, || {
+            self.lock().append_end_txn_marker(
+                producer_id,
+                producer_epoch,
+                marker,
+                leader_epoch,
+                now_ms,
+            )
+        })?;
+        Ok(AppendResult::from(info))
+    }
+
+    /// min(high_watermark, first offsets of open / not yet replicated transactions).
+    fn last_stable_offset(&self, high_watermark: i64) -> i64 {
+        self.lock().last_stable_offset(high_watermark)
+    }
+
+    /// First offset of the oldest open transaction, None when none is open.
+    fn first_unstable_offset(&self) -> Option<i64> {
+        self.lock().first_unstable_offset()
+    }
+
+    /// (producer_id, first_offset) of aborted transactions with data in [start, end).
+    fn aborted_transactions(
+        &self,
+        py: Python<'_>,
+        start_offset: i64,
+        end_offset: i64,
+    ) -> PyResult<Vec<(i64, i64)>> {
+        release(py, || {
+            self.lock().aborted_transactions(start_offset, end_offset)
+        })
+    }
+
     /// fsync log and index files up to log_end_offset; advances recovery_point.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         release(py, || self.lock().flush())
@@ -681,6 +748,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add(
         "InvalidProducerEpochError",
         py.get_type::<InvalidProducerEpochError>(),
+    )?;
+    m.add(
+        "InvalidTxnStateError",
+        py.get_type::<InvalidTxnStateError>(),
+    )?;
+    m.add(
+        "TransactionCoordinatorFencedError",
+        py.get_type::<TransactionCoordinatorFencedError>(),
     )?;
     m.add(
         "UnexpectedAppendOffsetError",

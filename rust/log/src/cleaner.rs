@@ -19,13 +19,29 @@
 //!    are unchanged, `X.log.cleaned` -> `X.log.swap` (dir fsynced), the inputs
 //!    deleted (`.deleted` renames), `X.log.swap` -> `X.log`, indexes rebuilt.
 //!
-//! What is kept of a batch: control batches whole; the last batch of each
-//! producer with state whole (Kafka keeps it so sequence checks survive);
-//! otherwise a record is kept when it has a key, no newer offset of the key
-//! is in the map, and, for a tombstone (null value), the batch's max
-//! timestamp is within `delete_retention_ms` of now (the delete horizon is
-//! taken from the batch timestamp, not from attribute bit 6 nor from segment
-//! mtimes). A batch losing some records is rewritten with the same base
+//! What is kept of a batch: the last batch of each producer with state
+//! whole (Kafka keeps it so sequence checks survive); a batch of an aborted
+//! transaction (known from the `.txnindex` files) is dropped whole and its
+//! keys never enter the offset map; otherwise a record is kept when it has a
+//! key, no newer offset of the key is in the map, and, for a tombstone (null
+//! value), the batch's max timestamp is within `delete_retention_ms` of now
+//! (the delete horizon is taken from the batch timestamp, not from attribute
+//! bit 6 nor from segment mtimes).
+//!
+//! Transaction markers (Kafka's `CleanedTransactionMetadata`): a control
+//! batch is kept whole unless it may go: an ABORT marker when this pass
+//! saw no batch of its transaction, a COMMIT marker likewise, and in both
+//! cases only once its timestamp is older than `delete_retention_ms`. An
+//! ABORT marker kept because its transaction still had data keeps its
+//! `.txnindex` entry in the cleaned segment (the data goes now; the marker
+//! at a later clean). The dirty range never reaches the first unstable
+//! offset: a transaction still open is not cleaned.
+//!
+//! Simplification: Kafka empties a producer's last batch (keeps its header,
+//! RETAIN_EMPTY) when its records may go; pybroker keeps that batch whole,
+//! so an aborted batch that is its producer's last stays, with its ABORT
+//! marker and `.txnindex` entry (read_committed readers still skip it),
+//! until the producer writes again or its state expires. A batch losing some records is rewritten with the same base
 //! offset, lastOffsetDelta, base timestamp and producer fields, the kept
 //! record bytes, the max timestamp of its kept records (CreateTime), and
 //! its records recompressed with its own codec; a batch losing all records
@@ -46,7 +62,7 @@
 //! a crash (stale records come back, offsets stay unique) until the next
 //! clean. Only one clean may run on a log at a time.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::hash::{Hash, Hasher};
 use std::io::Write;
@@ -59,8 +75,11 @@ use crate::batch::{self, BatchHeader, HEADER_SIZE};
 use crate::codec::{self, RecordIter, DECOMPRESSED_BYTES_MAX};
 use crate::error::{LogError, Result};
 use crate::log::Log;
+use crate::producer_state::EndTxnMarker;
 use crate::recovery;
 use crate::segment::{file_name, Segment};
+use crate::txn::read_marker;
+use crate::txn_index::AbortedTxn;
 
 /// Bytes of offset-map memory counted per key.
 pub const OFFSET_MAP_ENTRY_BYTES: u64 = 32;
@@ -122,7 +141,79 @@ pub struct CleanPlan {
     index_interval_bytes: u64,
     /// Producer id -> last offset of its last batch.
     producer_last: HashMap<i64, i64>,
+    /// Every aborted transaction of the `.txnindex` files, by first offset.
+    aborted: Vec<AbortedTxn>,
     config: CleanConfig,
+}
+
+/// Which transactions the batches read so far belong to (Kafka's
+/// `CleanedTransactionMetadata`), fed batches in offset order.
+struct TxnTracker {
+    /// Aborted transactions not reached yet, by first offset.
+    pending: VecDeque<AbortedTxn>,
+    /// Aborted transactions reached and not ended: producer -> (txn, a
+    /// batch of it was seen).
+    aborted: HashMap<i64, (AbortedTxn, bool)>,
+    /// Producers with a transactional batch seen whose marker is not read yet.
+    committed: HashSet<i64>,
+}
+
+impl TxnTracker {
+    /// For a pass over batches from offset `start` on.
+    fn new(aborted: &[AbortedTxn], start: i64) -> TxnTracker {
+        TxnTracker {
+            pending: aborted
+                .iter()
+                .filter(|a| a.last_offset >= start)
+                .copied()
+                .collect(),
+            aborted: HashMap::new(),
+            committed: HashSet::new(),
+        }
+    }
+
+    fn reach(&mut self, offset: i64) {
+        while self
+            .pending
+            .front()
+            .is_some_and(|a| a.first_offset <= offset)
+        {
+            let a = self.pending.pop_front().expect("checked");
+            self.aborted.insert(a.producer_id, (a, false));
+        }
+    }
+
+    /// A data batch: true when it belongs to an aborted transaction.
+    fn on_data(&mut self, h: &BatchHeader) -> bool {
+        self.reach(h.last_offset());
+        if !h.is_transactional() {
+            return false;
+        }
+        if let Some((_, seen)) = self.aborted.get_mut(&h.producer_id) {
+            *seen = true;
+            return true;
+        }
+        self.committed.insert(h.producer_id);
+        false
+    }
+
+    /// A control batch: (whether it may be dropped, the `.txnindex` entry it
+    /// keeps when it is an ABORT marker whose transaction still had data).
+    fn on_control(
+        &mut self,
+        h: &BatchHeader,
+        marker: Option<EndTxnMarker>,
+    ) -> (bool, Option<AbortedTxn>) {
+        self.reach(h.last_offset());
+        match marker {
+            Some(m) if !m.commit => match self.aborted.remove(&h.producer_id) {
+                Some((a, true)) => (false, Some(a)),
+                _ => (true, None),
+            },
+            Some(_) => (!self.committed.remove(&h.producer_id), None),
+            None => (false, None),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -131,6 +222,8 @@ struct Group {
     /// (base offset, size) of the input segments.
     inputs: Vec<(i64, u64)>,
     cleaned: PathBuf,
+    /// The cleaned segment's `.txnindex` (always written, maybe empty).
+    cleaned_txn: PathBuf,
 }
 
 /// Output of [`run`], applied by [`Log::commit_clean`].
@@ -266,6 +359,7 @@ fn for_each_batch(
 /// lowered) end.
 fn build_map(plan: &CleanPlan, map: &mut OffsetMap, t: &mut Throttler) -> Result<i64> {
     let mut first_segment = true;
+    let mut txns = TxnTracker::new(&plan.aborted, plan.first_dirty);
     for src in plan
         .sources
         .iter()
@@ -275,7 +369,11 @@ fn build_map(plan: &CleanPlan, map: &mut OffsetMap, t: &mut Throttler) -> Result
         for_each_batch(src, plan.first_dirty, |h, raw| {
             t.add(raw.len() as u64);
             if h.is_control() {
+                txns.on_control(h, read_marker(raw));
                 return Ok(true);
+            }
+            if txns.on_data(h) {
+                return Ok(true); // aborted: its keys shadow nothing
             }
             let (_, data) = codec::batch_records(raw, DECOMPRESSED_BYTES_MAX)?;
             for r in raw_records(h, &data)? {
@@ -328,11 +426,15 @@ fn clean_batch(
     map: &OffsetMap,
     h: &BatchHeader,
     raw: &[u8],
+    aborted: bool,
 ) -> Result<(Option<Vec<u8>>, u64)> {
     if h.is_control()
         || (h.producer_id >= 0 && plan.producer_last.get(&h.producer_id) == Some(&h.last_offset()))
     {
         return Ok((Some(raw.to_vec()), 0));
+    }
+    if aborted {
+        return Ok((None, h.record_count.max(0) as u64));
     }
     let (_, data) = codec::batch_records(raw, DECOMPRESSED_BYTES_MAX)?;
     let records = raw_records(h, &data)?;
@@ -384,6 +486,10 @@ fn cleaned_path(dir: &Path, base: i64) -> PathBuf {
     dir.join(format!("{}.cleaned", file_name(base, "log")))
 }
 
+fn cleaned_txn_path(dir: &Path, base: i64) -> PathBuf {
+    dir.join(format!("{}.cleaned", file_name(base, "txnindex")))
+}
+
 fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)?.sync_all()?;
     Ok(())
@@ -397,6 +503,7 @@ pub fn run(plan: CleanPlan) -> Result<CleanOutput> {
     if r.is_err() {
         for g in &groups {
             let _ = std::fs::remove_file(&g.cleaned);
+            let _ = std::fs::remove_file(&g.cleaned_txn);
         }
     }
     let stats = r?;
@@ -425,9 +532,13 @@ fn run_inner(plan: &CleanPlan, groups: &mut Vec<Group>) -> Result<CleanStats> {
         stats.bytes_read = t.bytes;
         return Ok(stats);
     }
+    let horizon = plan.config.now_ms - plan.config.delete_retention_ms;
+    let start = plan.sources.first().map_or(i64::MIN, |s| s.base);
+    let mut txns = TxnTracker::new(&plan.aborted, start);
     for group in group_sources(plan, end) {
         let base = group[0].base;
         let path = cleaned_path(&plan.dir, base);
+        let txn_path = cleaned_txn_path(&plan.dir, base);
         let mut out = OpenOptions::new()
             .write(true)
             .create(true)
@@ -437,10 +548,23 @@ fn run_inner(plan: &CleanPlan, groups: &mut Vec<Group>) -> Result<CleanStats> {
             base,
             inputs: group.iter().map(|s| (s.base, s.size)).collect(),
             cleaned: path,
+            cleaned_txn: txn_path.clone(),
         });
+        let mut kept_aborts: Vec<AbortedTxn> = Vec::new();
         for src in &group {
             for_each_batch(src, i64::MIN, |h, raw| {
-                let (bytes, removed) = clean_batch(plan, &map, h, raw)?;
+                let aborted = if h.is_control() {
+                    let (droppable, keep) = txns.on_control(h, read_marker(raw));
+                    kept_aborts.extend(keep);
+                    if droppable && h.max_timestamp < horizon {
+                        t.add(raw.len() as u64);
+                        return Ok(true); // the marker goes
+                    }
+                    false
+                } else {
+                    txns.on_data(h)
+                };
+                let (bytes, removed) = clean_batch(plan, &map, h, raw, aborted)?;
                 stats.records_removed += removed;
                 if let Some(b) = bytes {
                     out.write_all(&b)?;
@@ -452,6 +576,10 @@ fn run_inner(plan: &CleanPlan, groups: &mut Vec<Group>) -> Result<CleanStats> {
             })?;
         }
         out.sync_all()?;
+        let index: Vec<u8> = kept_aborts.iter().flat_map(|a| a.encode()).collect();
+        let mut f = File::create(&txn_path)?;
+        f.write_all(&index)?;
+        f.sync_all()?;
     }
     stats.bytes_read = t.bytes - stats.bytes_written;
     stats.first_dirty_offset = end;
@@ -508,9 +636,22 @@ impl Log {
                 file: seg.file().clone(),
             });
         }
+        if let Some(fuo) = self.first_unstable_offset() {
+            // an open transaction's data is not cleaned (Kafka: the LSO bounds it)
+            if let Some((b, _)) = self.segments.range(..=fuo).next_back() {
+                end = end.min(*b);
+            }
+            sources.retain(|s| s.base < end);
+        }
         if end <= first_dirty {
             return Ok(None);
         }
+        let mut aborted: Vec<AbortedTxn> = self
+            .segments
+            .values()
+            .flat_map(|s| s.txn_index().entries().iter().copied())
+            .collect();
+        aborted.sort_by_key(|a| (a.first_offset, a.last_offset));
         let producer_last = self
             .producers
             .entries()
@@ -525,6 +666,7 @@ impl Log {
             segment_index_bytes: self.config.segment_index_bytes,
             index_interval_bytes: self.config.index_interval_bytes,
             producer_last,
+            aborted,
             config,
         }))
     }
@@ -543,6 +685,7 @@ impl Log {
                 });
             if !unchanged || result.is_err() {
                 let _ = std::fs::remove_file(&g.cleaned);
+                let _ = std::fs::remove_file(&g.cleaned_txn);
                 stats.first_dirty_offset = out.first_dirty;
                 continue;
             }
@@ -559,6 +702,11 @@ impl Log {
     }
 
     fn swap_group(&mut self, g: &Group, now_ms: i64) -> Result<()> {
+        // `.txnindex.swap` first, live before the log: see recovery.rs
+        let txn_swap = self
+            .dir
+            .join(format!("{}.swap", file_name(g.base, "txnindex")));
+        std::fs::rename(&g.cleaned_txn, &txn_swap)?;
         let swap = self.dir.join(format!("{}.swap", file_name(g.base, "log")));
         std::fs::rename(&g.cleaned, &swap)?;
         sync_dir(&self.dir)?;
@@ -567,6 +715,7 @@ impl Log {
                 s.delete_files()?;
             }
         }
+        std::fs::rename(&txn_swap, self.dir.join(file_name(g.base, "txnindex")))?;
         std::fs::rename(&swap, self.dir.join(file_name(g.base, "log")))?;
         sync_dir(&self.dir)?;
         let mut seg = Segment::open(&self.dir, g.base, self.config.index_interval_bytes, now_ms)?;

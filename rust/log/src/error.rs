@@ -43,6 +43,14 @@ pub enum LogError {
     /// (INVALID_PRODUCER_EPOCH, 47).
     #[error("invalid producer epoch: {0}")]
     InvalidProducerEpoch(String),
+    /// A producer with an open transaction wrote a non-transactional batch
+    /// (INVALID_TXN_STATE, 48).
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
+    /// A transaction marker's coordinator epoch is older than the one the
+    /// partition has seen for its producer (TRANSACTION_COORDINATOR_FENCED, 52).
+    #[error("transaction coordinator fenced: {0}")]
+    TransactionCoordinatorFenced(String),
     /// A follower append's batch does not start after the log end / the
     /// previous batch (Kafka's UnexpectedAppendOffsetException and
     /// OffsetsOutOfOrderException: internal, no protocol error of their own;
@@ -66,6 +74,8 @@ impl LogError {
             LogError::OffsetOutOfRange { .. } => 1,
             LogError::OutOfOrderSequence(_) => 45,
             LogError::InvalidProducerEpoch(_) => 47,
+            LogError::InvalidTxnState(_) => 48,
+            LogError::TransactionCoordinatorFenced(_) => 52,
             LogError::UnexpectedAppendOffset { .. } => -1,
             LogError::WouldBlock | LogError::Closed | LogError::Io(_) => 56,
         }
@@ -109,6 +119,11 @@ mod tests {
         assert_eq!(
             LogError::InvalidProducerEpoch("x".into()).kafka_error_code(),
             47
+        );
+        assert_eq!(LogError::InvalidTxnState("x".into()).kafka_error_code(), 48);
+        assert_eq!(
+            LogError::TransactionCoordinatorFenced("x".into()).kafka_error_code(),
+            52
         );
         let e = LogError::UnexpectedAppendOffset {
             offset: 3,

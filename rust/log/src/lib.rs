@@ -18,6 +18,8 @@ mod replication;
 pub mod segment;
 pub mod sendfile;
 pub mod time_index;
+pub mod txn;
+pub mod txn_index;
 pub mod validate;
 
 pub use error::{LogError, Result};

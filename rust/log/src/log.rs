@@ -19,7 +19,8 @@
 //! of a producer's last 5 batches are skipped and reported with their
 //! original offsets. The state is snapshotted on roll and close, and rebuilt
 //! on open / truncation from the newest snapshot <= the log end plus a scan
-//! of batch headers after it.
+//! of batch headers after it (and of the records of control batches, the
+//! transaction markers: see `txn.rs`).
 //!
 //! Crash behaviour: see `segment.rs` (partial appends) and `recovery.rs`.
 
@@ -179,17 +180,33 @@ impl Log {
             .range(..=from)
             .next_back()
             .map_or(i64::MIN, |(b, _)| *b);
-        for seg in self.segments.range(floor..).map(|(_, s)| s) {
+        let bases: Vec<i64> = self.segments.range(floor..).map(|(b, _)| *b).collect();
+        for base in bases {
+            // the .txnindex entries from `from` on are rebuilt from the markers
+            let seg = self.segments.get_mut(&base).expect("listed above");
+            seg.txn_index.truncate_to(from)?;
             let Some((mut pos, mut h)) = seg.find_batch(from)? else {
                 continue;
             };
+            let mut aborted = Vec::new();
             loop {
-                self.producers.apply_from_log(&h);
+                let seg = &self.segments[&base];
+                let raw = if h.is_control() {
+                    Some(seg.read_bytes(pos, h.size())?)
+                } else {
+                    None
+                };
+                aborted.extend(self.replay_batch(&h, raw.as_deref()));
+                let seg = &self.segments[&base];
                 pos += h.size() as u64;
                 match seg.header_at(pos)? {
                     Some(next) => h = next,
                     None => break,
                 }
+            }
+            let seg = self.segments.get_mut(&base).expect("listed above");
+            for a in aborted {
+                seg.txn_index.append(a)?;
             }
         }
         self.producers.set_map_end_offset(self.log_end_offset);

@@ -2,8 +2,7 @@
 //! [`BATCHES_RETAINED`] batches it wrote, checked on every append; and the
 //! `<20-digit offset>.snapshot` files that persist it.
 //!
-//! Rules (Kafka's `ProducerAppendInfo`, for batches with producerId >= 0;
-//! the transactional bit is not looked at yet):
+//! Rules (Kafka's `ProducerAppendInfo`, for batches with producerId >= 0):
 //!
 //! * epoch lower than the producer's -> [`LogError::InvalidProducerEpoch`] (47);
 //! * epoch higher: the first sequence must be 0, unless the producer has no
@@ -13,7 +12,24 @@
 //!   reports the original offsets; otherwise the first sequence must follow
 //!   the last one (`i32::MAX` wraps to 0) else OUT_OF_ORDER_SEQUENCE;
 //! * a producer with no state accepts any sequence (its data may have been
-//!   removed by retention).
+//!   removed by retention);
+//! * transactions: a transactional batch (attributes bit 4) from a producer
+//!   with no open transaction opens one at its first offset
+//!   (`current_txn_first_offset`); a non-transactional batch from a producer
+//!   with an open transaction -> [`LogError::InvalidTxnState`] (48);
+//! * an end-transaction marker (COMMIT/ABORT control batch, written by the
+//!   broker for WriteTxnMarkers) with an epoch lower than the producer's ->
+//!   INVALID_PRODUCER_EPOCH (47, Kafka >= 2.7 answers this rather than
+//!   PRODUCER_FENCED); with a coordinator epoch lower than the one recorded
+//!   -> [`LogError::TransactionCoordinatorFenced`] (52). It takes the
+//!   marker's epoch and coordinator epoch and ends the open transaction, if
+//!   any ([`CompletedTxn`]; a marker with no open transaction ends nothing).
+//!   Replayed batches (followers, recovery) are applied without these checks.
+//!
+//! Transactions ended are remembered until the high watermark passes their
+//! marker, so the last stable offset ([`ProducerStateManager::last_stable_offset`])
+//! stays at their first offset until every replica in the ISR has the marker
+//! (Kafka's `unreplicatedTxns`).
 //!
 //! Snapshot file layout (Kafka's `ProducerSnapshot` message, version 1, all
 //! big-endian):
@@ -43,7 +59,7 @@
 //! recovery) are deleted. The state between the snapshot and the log end is
 //! rebuilt from batch headers (`Log`), never from records.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -105,6 +121,23 @@ impl BatchMetadata {
     }
 }
 
+/// A transaction ended by a marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompletedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// The marker's offset.
+    pub last_offset: i64,
+    pub is_aborted: bool,
+}
+
+/// What an end-transaction marker says (its one control record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndTxnMarker {
+    pub commit: bool,
+    pub coordinator_epoch: i32,
+}
+
 /// What the log knows of one producer id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerEntry {
@@ -114,7 +147,7 @@ pub struct ProducerEntry {
     pub batches: VecDeque<BatchMetadata>,
     pub coordinator_epoch: i32,
     pub last_timestamp: i64,
-    /// -1 when no transaction is open (transactions are not supported yet).
+    /// First offset of the producer's open transaction, -1 when none.
     pub current_txn_first_offset: i64,
 }
 
@@ -157,6 +190,28 @@ impl ProducerEntry {
     }
 }
 
+/// A marker's effect on its producer (Kafka's `appendEndTxnMarker` after
+/// the checks): new epoch and coordinator epoch, the open transaction ended.
+fn end_txn(
+    e: &mut ProducerEntry,
+    epoch: i16,
+    marker: EndTxnMarker,
+    offset: i64,
+    timestamp: i64,
+) -> Option<CompletedTxn> {
+    let completed = (e.current_txn_first_offset >= 0).then_some(CompletedTxn {
+        producer_id: e.producer_id,
+        first_offset: e.current_txn_first_offset,
+        last_offset: offset,
+        is_aborted: !marker.commit,
+    });
+    e.update_epoch(epoch);
+    e.coordinator_epoch = marker.coordinator_epoch;
+    e.current_txn_first_offset = -1;
+    e.last_timestamp = timestamp;
+    completed
+}
+
 fn last_sequence(h: &BatchHeader) -> i32 {
     increment_sequence(h.base_sequence, h.last_offset_delta)
 }
@@ -177,6 +232,11 @@ pub struct ProducerStateManager {
     map_end_offset: i64,
     /// Offset of the newest snapshot written or loaded (-1: none).
     last_snapshot_offset: i64,
+    /// (first offset, producer id) of every open transaction.
+    ongoing: BTreeSet<(i64, i64)>,
+    /// Ended transactions whose marker may not be replicated yet: marker
+    /// offset -> (first offset, producer id).
+    unreplicated: BTreeMap<i64, (i64, i64)>,
 }
 
 impl ProducerStateManager {
@@ -187,6 +247,8 @@ impl ProducerStateManager {
             producers: HashMap::new(),
             map_end_offset: 0,
             last_snapshot_offset: -1,
+            ongoing: BTreeSet::new(),
+            unreplicated: BTreeMap::new(),
         }
     }
 
@@ -262,6 +324,11 @@ impl ProducerStateManager {
                 )));
             }
         }
+        if entry.current_txn_first_offset >= 0 && !h.is_transactional() {
+            return Err(LogError::InvalidTxnState(format!(
+                "expected a transactional write from producer {pid} at offset {first_offset}"
+            )));
+        }
         entry.add_batch(
             epoch,
             BatchMetadata {
@@ -271,7 +338,44 @@ impl ProducerStateManager {
                 max_timestamp,
             },
         );
+        if h.is_transactional() && entry.current_txn_first_offset < 0 {
+            entry.current_txn_first_offset = first_offset;
+        }
         Ok(None)
+    }
+
+    /// Checks an end-transaction marker the leader is about to write at
+    /// `offset` and stages its effect in `pending`; returns the transaction
+    /// it ends (None when the producer has none open).
+    pub fn check_end_txn(
+        &self,
+        pending: &mut PendingUpdate,
+        producer_id: i64,
+        epoch: i16,
+        marker: EndTxnMarker,
+        offset: i64,
+        timestamp: i64,
+    ) -> Result<Option<CompletedTxn>> {
+        let pid = producer_id;
+        let entry = pending.entries.entry(pid).or_insert_with(|| {
+            self.producers
+                .get(&pid)
+                .cloned()
+                .unwrap_or_else(|| ProducerEntry::empty(pid))
+        });
+        if epoch < entry.epoch {
+            return Err(LogError::InvalidProducerEpoch(format!(
+                "marker of producer {pid} at epoch {epoch} is older than the current epoch {}",
+                entry.epoch
+            )));
+        }
+        if entry.coordinator_epoch > marker.coordinator_epoch {
+            return Err(LogError::TransactionCoordinatorFenced(format!(
+                "marker of producer {pid} has coordinator epoch {}, the partition has seen {}",
+                marker.coordinator_epoch, entry.coordinator_epoch
+            )));
+        }
+        Ok(end_txn(entry, epoch, marker, offset, timestamp))
     }
 
     /// Applies a checked append that was written; the state then covers
@@ -279,24 +383,98 @@ impl ProducerStateManager {
     pub fn commit(&mut self, pending: PendingUpdate, end_offset: i64) {
         for (pid, e) in pending.entries {
             if e.epoch != NO_PRODUCER_EPOCH || !e.batches.is_empty() {
-                self.producers.insert(pid, e);
+                debug_assert_eq!(pid, e.producer_id);
+                self.put(e);
             }
         }
         self.map_end_offset = end_offset;
     }
 
-    /// Applies a batch read back from the log (no validation).
-    pub fn apply_from_log(&mut self, h: &BatchHeader) {
-        if h.producer_id < 0 {
-            return;
+    /// Stores an entry, keeping the index of open transactions in step.
+    fn put(&mut self, e: ProducerEntry) {
+        if let Some(old) = self.producers.get(&e.producer_id) {
+            if old.current_txn_first_offset >= 0 {
+                self.ongoing
+                    .remove(&(old.current_txn_first_offset, e.producer_id));
+            }
         }
-        let e = self
+        if e.current_txn_first_offset >= 0 {
+            self.ongoing
+                .insert((e.current_txn_first_offset, e.producer_id));
+        }
+        self.producers.insert(e.producer_id, e);
+    }
+
+    /// Notes a transaction ended (by an appended or replayed marker): it
+    /// keeps the last stable offset down until the high watermark passes
+    /// its marker.
+    pub fn complete_txn(&mut self, txn: &CompletedTxn) {
+        self.unreplicated
+            .insert(txn.last_offset, (txn.first_offset, txn.producer_id));
+    }
+
+    /// The LSO a transaction ended by `txn` leaves behind, as Kafka writes
+    /// it in the `.txnindex`: the first offset of the oldest transaction
+    /// still open of another producer, else the offset after the marker.
+    pub fn last_stable_offset_after(&self, txn: &CompletedTxn) -> i64 {
+        self.ongoing
+            .iter()
+            .find(|(_, pid)| *pid != txn.producer_id)
+            .map_or(txn.last_offset + 1, |(first, _)| *first)
+    }
+
+    /// First offset of the oldest open transaction.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        self.ongoing.iter().next().map(|(first, _)| *first)
+    }
+
+    /// min(high watermark, first offset of every open transaction and of
+    /// every ended one whose marker is at or above the high watermark).
+    pub fn last_stable_offset(&mut self, high_watermark: i64) -> i64 {
+        // markers below the high watermark are replicated: forgotten
+        self.unreplicated = self.unreplicated.split_off(&high_watermark);
+        let mut lso = high_watermark;
+        if let Some(first) = self.first_unstable_offset() {
+            lso = lso.min(first);
+        }
+        for (first, _) in self.unreplicated.values() {
+            lso = lso.min(*first);
+        }
+        lso
+    }
+
+    /// Applies a batch read back from the log (no validation); `marker` is
+    /// what a control batch's record says (None for data batches, and for
+    /// a control batch without a readable end-transaction record). Returns
+    /// the transaction a marker ended.
+    pub fn apply_from_log(
+        &mut self,
+        h: &BatchHeader,
+        marker: Option<EndTxnMarker>,
+    ) -> Option<CompletedTxn> {
+        if h.producer_id < 0 {
+            return None;
+        }
+        let pid = h.producer_id;
+        let mut e = self
             .producers
-            .entry(h.producer_id)
-            .or_insert_with(|| ProducerEntry::empty(h.producer_id));
+            .remove(&pid)
+            .unwrap_or_else(|| ProducerEntry::empty(pid));
+        if e.current_txn_first_offset >= 0 {
+            self.ongoing.remove(&(e.current_txn_first_offset, pid));
+        }
+        let mut completed = None;
         if h.is_control() {
-            e.update_epoch(h.producer_epoch);
-            e.last_timestamp = h.max_timestamp;
+            match marker {
+                Some(m) => {
+                    completed =
+                        end_txn(&mut e, h.producer_epoch, m, h.base_offset, h.max_timestamp);
+                }
+                None => {
+                    e.update_epoch(h.producer_epoch);
+                    e.last_timestamp = h.max_timestamp;
+                }
+            }
         } else {
             e.add_batch(
                 h.producer_epoch,
@@ -307,8 +485,16 @@ impl ProducerStateManager {
                     max_timestamp: h.max_timestamp,
                 },
             );
+            if h.is_transactional() && e.current_txn_first_offset < 0 {
+                e.current_txn_first_offset = h.base_offset;
+            }
+        }
+        self.put(e);
+        if let Some(t) = &completed {
+            self.complete_txn(t);
         }
         self.map_end_offset = h.next_offset();
+        completed
     }
 
     /// Drops producers whose last write is older than `now_ms - max_age_ms`
@@ -328,6 +514,8 @@ impl ProducerStateManager {
             remove_file(&p)?;
         }
         self.producers.clear();
+        self.ongoing.clear();
+        self.unreplicated.clear();
         self.map_end_offset = offset;
         self.last_snapshot_offset = -1;
         Ok(())
@@ -339,6 +527,8 @@ impl ProducerStateManager {
     /// `scan_from` when no snapshot was found).
     pub fn reload(&mut self, log_end_offset: i64, scan_from: i64) -> Result<()> {
         self.producers.clear();
+        self.ongoing.clear();
+        self.unreplicated.clear();
         self.map_end_offset = scan_from;
         self.last_snapshot_offset = -1;
         let mut snaps = list_snapshots(&self.dir)?;
@@ -350,7 +540,7 @@ impl ProducerStateManager {
             match read_snapshot(&path) {
                 Ok(entries) => {
                     for e in entries {
-                        self.producers.insert(e.producer_id, e);
+                        self.put(e);
                     }
                     self.map_end_offset = offset;
                     self.last_snapshot_offset = offset;

@@ -12,8 +12,9 @@
 //!   was complete: renamed over the live `.log`, its indexes (and any
 //!   `.index.swap` / `.timeindex.swap`) removed and rebuilt from the log.
 //!   Live segments whose base offset falls inside the swapped segment's
-//!   offset range are deleted (they were its inputs).
-//! * `<20 digits>.index|.timeindex` without a `.log` — removed.
+//!   offset range are deleted (they were its inputs). A `X.txnindex.swap`
+//!   goes live with its `X.log.swap`, and is removed when there is none.
+//! * `<20 digits>.index|.timeindex|.txnindex` without a `.log` — removed.
 //!
 //! Unclean open (`clean_shutdown == false`): every segment from the one
 //! holding `recovery_point` on is scanned batch by batch (length, magic,
@@ -70,6 +71,7 @@ fn list_dir(dir: &Path) -> Result<Listing> {
         }
     }
     let mut l = Listing::default();
+    let mut txn_swaps = Vec::new();
     for n in &names {
         if n.ends_with(".deleted") || n.ends_with(".cleaned") {
             remove(&dir.join(n))?;
@@ -80,9 +82,21 @@ fn list_dir(dir: &Path) -> Result<Listing> {
                 remove(&dir.join(file_name(base, "timeindex")))?;
                 l.swapped.push(base);
                 l.rebuild.push(base);
+            } else if let Some(base) = parse_base(live, "txnindex") {
+                txn_swaps.push((base, n));
             } else {
                 remove(&dir.join(n))?;
             }
+        }
+    }
+    // The cleaner renames `X.txnindex.swap` before `X.log.swap` and puts it
+    // live before the log: with the log's swap pending it belongs to it,
+    // without it the clean never reached its commit point.
+    for (base, n) in txn_swaps {
+        if l.swapped.contains(&base) {
+            std::fs::rename(dir.join(n), dir.join(file_name(base, "txnindex")))?;
+        } else {
+            remove(&dir.join(n))?;
         }
     }
     for n in &names {
@@ -98,6 +112,11 @@ fn list_dir(dir: &Path) -> Result<Listing> {
         }
     }
     for n in &names {
+        if let Some(base) = parse_base(n, "txnindex") {
+            if !l.bases.contains(&base) {
+                remove(&dir.join(n))?;
+            }
+        }
         for ext in ["index", "timeindex"] {
             if let Some(base) = parse_base(n, ext) {
                 if !l.bases.contains(&base) {

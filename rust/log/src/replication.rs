@@ -23,7 +23,8 @@
 //! at that batch's base offset.
 //!
 //! Producer state: each appended batch is applied as the state rebuild after
-//! a restart applies it (`ProducerStateManager::apply_from_log`, the same
+//! a restart applies it (`Log::replay_batch`: transaction markers end their
+//! transaction and an abort goes into the `.txnindex`; the same
 //! per-producer update the leader's check commits), without the checks a
 //! client append gets: no duplicate or sequence rejection (Kafka skips them
 //! for replication). A follower thus knows each producer's last 5 batches
@@ -145,7 +146,10 @@ impl Log {
         self.active().append(&prepared)?;
         self.log_end_offset = next;
         for r in &refs {
-            self.producers.apply_from_log(&r.header);
+            let raw = &records[r.position..r.position + r.header.size()];
+            if let Some(a) = self.replay_batch(&r.header, Some(raw)) {
+                self.active().txn_index.append(a)?;
+            }
         }
         self.producers.set_map_end_offset(next);
         Ok(AppendInfo {

@@ -1,4 +1,5 @@
-//! One log segment: `<base offset, 20 digits>.log` + `.index` + `.timeindex`.
+//! One log segment: `<base offset, 20 digits>.log` + `.index` + `.timeindex`
+//! (+ `.txnindex` once a transaction aborted in it, see `txn_index.rs`).
 //!
 //! The `.log` file is a plain concatenation of v2 record batches exactly as
 //! produced, except for baseOffset and partitionLeaderEpoch (and, with
@@ -29,6 +30,7 @@ use crate::batch::{self, BatchHeader, HEADER_SIZE};
 use crate::error::{LogError, Result};
 use crate::offset_index::OffsetIndex;
 use crate::time_index::TimeIndex;
+use crate::txn_index::TxnIndex;
 
 /// `<base offset zero-padded to 20 digits>.<ext>`.
 pub fn file_name(base_offset: i64, ext: &str) -> String {
@@ -57,6 +59,7 @@ pub struct Segment {
     size: u64,
     pub(crate) offset_index: OffsetIndex,
     pub(crate) time_index: TimeIndex,
+    pub(crate) txn_index: TxnIndex,
     /// Offset after the last batch (the base offset when empty). Exact for
     /// the active segment; for older ones only once scanned.
     pub(crate) next_offset: i64,
@@ -92,6 +95,7 @@ impl Segment {
             OffsetIndex::open(&dir.join(file_name(base_offset, "index")), base_offset)?;
         let time_index =
             TimeIndex::open(&dir.join(file_name(base_offset, "timeindex")), base_offset)?;
+        let txn_index = TxnIndex::open(&dir.join(file_name(base_offset, "txnindex")))?;
         let (max_timestamp, offset_of_max_timestamp) =
             time_index.last_entry().unwrap_or((-1, base_offset));
         Ok(Segment {
@@ -101,6 +105,7 @@ impl Segment {
             size,
             offset_index,
             time_index,
+            txn_index,
             next_offset: base_offset,
             max_timestamp,
             offset_of_max_timestamp,
@@ -250,14 +255,20 @@ impl Segment {
         self.time_index.trim()
     }
 
-    /// fsync of the log and both indexes.
+    /// fsync of the log and its indexes.
     pub fn flush(&self) -> Result<()> {
         self.log.sync_all()?;
         self.offset_index.flush()?;
-        self.time_index.flush()
+        self.time_index.flush()?;
+        self.txn_index.flush()
     }
 
-    /// Deletes the three files crash-safely, as Kafka does: each is first
+    /// The aborted-transaction index of this segment.
+    pub fn txn_index(&self) -> &TxnIndex {
+        &self.txn_index
+    }
+
+    /// Deletes the files (the `.txnindex` too when there is one) crash-safely, as Kafka does: each is first
     /// renamed to `<name>.deleted` (the `.log` first, so the segment leaves
     /// the directory listing in one step), then removed. A crash in between
     /// leaves `.deleted` files that recovery removes; a lone `.index` /
@@ -268,6 +279,7 @@ impl Segment {
             self.log_path.as_path(),
             self.offset_index.path(),
             self.time_index.path(),
+            self.txn_index.path(),
         ];
         let mut doomed = Vec::with_capacity(paths.len());
         for p in paths {

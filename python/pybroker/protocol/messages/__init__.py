@@ -12,6 +12,7 @@ from pybroker.protocol.messages import (
     delete_topics,
     describe_configs,
     describe_groups,
+    describe_transactions,
     end_txn,
     fetch,
     find_coordinator,
@@ -22,6 +23,7 @@ from pybroker.protocol.messages import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -30,6 +32,7 @@ from pybroker.protocol.messages import (
     produce,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 from pybroker.protocol.schema import Api
 
@@ -65,6 +68,9 @@ APIS: dict[int, Api] = {
         delete_groups,
         incremental_alter_configs,
         offset_delete,
+        describe_transactions,
+        list_transactions,
+        write_txn_markers,
     )
 }
 

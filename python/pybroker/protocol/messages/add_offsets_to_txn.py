@@ -6,7 +6,7 @@ from pybroker.protocol.schema import Api, Field
 API = Api(
     key=25,
     name="AddOffsetsToTxn",
-    valid_versions=(0, 2),
+    valid_versions=(0, 3),
     flexible_versions="3+",
     request=[
         Field("transactional_id", "string", "0+"),

@@ -8,7 +8,7 @@ from pybroker.protocol.schema import Api, Array, Field
 API = Api(
     key=24,
     name="AddPartitionsToTxn",
-    valid_versions=(0, 2),
+    valid_versions=(0, 3),
     flexible_versions="3+",
     request=[
         Field("v3_and_below_transactional_id", "string", "0-3"),

@@ -1,0 +1,91 @@
+"""`pybroker transactions` (kafka-transactions.sh) against a real broker: list and
+describe an open transaction, and abort a hanging one with its producer id."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from typing import TYPE_CHECKING
+
+from tests.integration.helpers import create_topic
+from tests.integration.rawclient import RawClient
+from tests.transaction.txnclients import read_all, settle, txn_producer, wait_for
+from tests.transaction.txnraw import init_producer_id, txn_batch
+
+if TYPE_CHECKING:
+    from conftest import Broker
+
+
+def tool(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pybroker", "transactions",
+                           "--bootstrap-server", bootstrap, *args],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def table(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line.strip()]
+
+
+def test_list_and_describe_an_open_transaction(broker: Broker, topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    txn_id = f"tool-{uuid.uuid4().hex[:8]}"
+    p = txn_producer(broker.bootstrap, txn_id)
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic_name, value=b"x", partition=0)
+    p.produce(topic_name, value=b"y", partition=1)
+    p.flush(30)
+
+    listed = tool(broker.bootstrap, "list")
+    assert listed.returncode == 0, listed.stderr
+    rows = table(listed.stdout)
+    assert rows[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+    [mine] = [r for r in rows[1:] if r[0] == txn_id]
+    assert mine[1] == "0" and mine[3] == "Ongoing"
+
+    described = tool(broker.bootstrap, "describe", "--transactional-id", txn_id)
+    assert described.returncode == 0, described.stderr
+    header, row = table(described.stdout)
+    assert header == ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch",
+                      "TransactionState", "TransactionTimeoutMs",
+                      "CurrentTransactionStartTimeMs", "TransactionDurationMs",
+                      "TopicPartitions"]
+    assert row[1] == txn_id and row[2] == mine[2] and row[4] == "Ongoing"
+    assert row[5] == "60000" and int(row[7]) >= 0
+    assert sorted(row[8].split(",")) == [f"{topic_name}-0", f"{topic_name}-1"]
+
+    p.commit_transaction(30)
+    wait_for(lambda: table(tool(broker.bootstrap, "describe", "--transactional-id",
+                                txn_id).stdout)[1][4] == "CompleteCommit",
+             what="CompleteCommit")
+    missing = tool(broker.bootstrap, "describe", "--transactional-id", "no-such-id")
+    assert missing.returncode == 1 and "TRANSACTIONAL_ID_NOT_FOUND" in missing.stderr
+
+
+def test_abort_a_hanging_transaction(broker: Broker, topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, partitions=1)
+    with RawClient(broker.bootstrap) as c:
+        # a transactional batch no coordinator knows of: it hangs, holding the LSO
+        pid, epoch = init_producer_id(c)
+        assert c.produce(topic_name, 0, txn_batch(pid, epoch, 0, ["hanging"])).error_code == 0
+    p = txn_producer(broker.bootstrap, f"tool-{uuid.uuid4().hex[:8]}")
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic_name, value=b"behind", partition=0)
+    p.commit_transaction(30)
+    assert settle(broker.bootstrap, topic_name, [0], "read_committed") == []
+
+    aborted = tool(broker.bootstrap, "abort", "--topic", topic_name, "--partition", "0",
+                   "--producer-id", str(pid), "--producer-epoch", str(epoch),
+                   "--coordinator-epoch", "0")
+    assert aborted.returncode == 0, aborted.stderr
+    assert read_all(broker.bootstrap, topic_name, [0], "read_committed",
+                    lambda got: b"behind" in got) == [b"behind"]
+
+
+def test_commands_that_need_describe_producers_say_so(broker: Broker) -> None:
+    out = tool(broker.bootstrap, "describe-producers", "--topic", "t", "--partition", "0")
+    assert out.returncode == 1 and "DescribeProducers" in out.stderr
