@@ -1,0 +1,43 @@
+"""A streaming query run as a subprocess by test_exactly_once.py (so it can be
+killed with kill -9): topic -> topic through the sink's exactly-once mode.
+
+usage: eos_stream_job.py BOOTSTRAP SRC DST CHECKPOINT {continuous|available-now}
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Python workers run this interpreter (the one pybroker is installed in)
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+import pybroker.spark  # noqa: E402
+
+
+def main() -> None:
+    bootstrap, src, dst, checkpoint, mode = sys.argv[1:6]
+    spark = (SparkSession.builder.master("local[2]").appName("pybroker-eos-job")
+             .config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    pybroker.spark.register(spark)
+    writer = (spark.readStream.format("pybroker")
+              .option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", src).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", "300").load()
+              .selectExpr("key", "value")
+              .writeStream.format("pybroker")
+              .option("kafka.bootstrap.servers", bootstrap).option("topic", dst)
+              .option("exactlyOnce", "true")
+              .option("checkpointLocation", checkpoint))
+    if mode == "available-now":
+        writer.trigger(availableNow=True).start().awaitTermination()
+    else:
+        writer.trigger(processingTime="200 milliseconds").start().awaitTermination()
+
+
+if __name__ == "__main__":
+    main()
