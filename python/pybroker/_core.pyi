@@ -158,7 +158,13 @@ class PartitionLog:
         InvalidProducerEpochError; a sequence gap, or a new epoch not starting
         at 0, raises OutOfOrderSequenceError. A producer without state accepts
         any sequence. The state is persisted in `<offset>.snapshot` files
-        (Kafka's format) on roll and close, and rebuilt on open."""
+        (Kafka's format) on roll and close, and rebuilt on open.
+
+        Transactions: a transactional batch (attributes bit 4) opens the
+        producer's transaction at its first offset unless one is open (see
+        first_unstable_offset); a non-transactional batch from a producer with
+        an open transaction raises InvalidTxnStateError. Only
+        append_end_txn_marker ends one."""
     def append_as_follower(self, records: Buffer) -> AppendResult:
         """Append batches a follower fetched from its leader (one partition's
         records of a Fetch response), all of them or none, keeping the leader's

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from pybroker.admin.broker_configs import CONNECTION_LIMIT_KEYS, DynamicBrokerConfigs
 from pybroker.admin.topics import TopicAdmin
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
@@ -140,10 +141,15 @@ class Broker:
             lambda topic, index, leads: _txn_leadership(txn, replicas, index, leads)
             if topic == TRANSACTION_STATE_TOPIC else None)
         txn_markers.add_marker_listener(groups.on_txn_marker)
+        broker_configs = DynamicBrokerConfigs(config, backend, broker_id)
+        # open logs re-read their topic config: a changed log.* default reaches every
+        # partition that does not override it
+        broker_configs.listeners.append(lambda changed: logs.reconfigure())
         self.context = ctx = BrokerContext(
             broker_id=broker_id, config=config, metadata=metadata, replicas=replicas,
             purgatory=self.purgatory, admin=admin, groups=groups,
-            producer_ids=producer_ids, logs=logs, metrics=self.metrics, txn=txn)
+            producer_ids=producer_ids, logs=logs, metrics=self.metrics,
+            broker_configs=broker_configs, txn=txn)
         txn.bind(ctx)
         listener = MetadataListener(backend, publisher, self.advertised[0].name)
         controller = Controller(broker_id, backend, config)
@@ -152,6 +158,7 @@ class Broker:
         # a broker whose session expired may be a zombie: it leads nothing until the
         # store's watches tell it again what it leads
         backend.on_session_lost(replicas.fence)
+        await broker_configs.start()
         await listener.start()
         await self._register(backend)
 
@@ -159,6 +166,9 @@ class Broker:
 
         dispatcher = Dispatcher(ctx)
         server = ConnectionServer(config, dispatcher.handle_frame, self.metrics)
+        broker_configs.listeners.append(
+            lambda changed: server.quotas.reconfigure(config)
+            if changed & CONNECTION_LIMIT_KEYS else None)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(controller.run)
@@ -184,6 +194,7 @@ class Broker:
                 txn_markers.remove_marker_listener(groups.on_txn_marker)
                 await txn.close()
                 listener.stop()
+                broker_configs.stop()
                 await controller.resign()
                 try:
                     await backend.unregister_broker(broker_id)

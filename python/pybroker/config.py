@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 
 LONG_MAX = 9223372036854775807
 INT_MAX = 2147483647
+#: the only replica.selector.class pybroker has (Kafka's class name, accepted as is)
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
 class ConfigType(enum.IntEnum):
@@ -196,6 +198,12 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _k("replica.fetch.backoff.ms", T.INT, 1000, "A follower's pause after a fetch error.",
        minimum=0),
     _k("replica.socket.timeout.ms", T.INT, 30000, "Timeout of a follower's requests."),
+    # KIP-392: which replica a consumer with client.rack is sent to; Kafka's class name,
+    # unset (null) keeps every consumer on the leader
+    _k("replica.selector.class", T.STRING, None,
+       "Replica selector for consumer fetches; "
+       "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer to a "
+       "replica in its client.rack.", choices=(RACK_AWARE_SELECTOR,)),
     _k("zookeeper.session.timeout.ms", T.INT, 18000, "ZooKeeper session timeout."),
     _k("zookeeper.connection.timeout.ms", T.INT, None,
        "Wait for a ZooKeeper connection (default zookeeper.session.timeout.ms)."),
@@ -228,11 +236,48 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
        "A transactional id idle this long (no transaction) is forgotten.", minimum=1),
     _k("transaction.remove.expired.transaction.cleanup.interval.ms", T.INT, 3600000,
        "How often expired transactional ids are removed.", minimum=1),
+    # --- KIP-848 consumer groups (group.protocol=consumer) ---
+    _k("group.consumer.assignors", T.LIST, ["uniform", "range"],
+       "Server-side assignors; the first is the default."),
+    _k("group.consumer.session.timeout.ms", T.INT, 45000,
+       "A member silent this long is removed from its consumer group."),
+    _k("group.consumer.min.session.timeout.ms", T.INT, 45000,
+       "Smallest group.consumer.session.timeout.ms allowed.", minimum=1),
+    _k("group.consumer.max.session.timeout.ms", T.INT, 60000,
+       "Largest group.consumer.session.timeout.ms allowed.", minimum=1),
+    _k("group.consumer.heartbeat.interval.ms", T.INT, 5000,
+       "The heartbeat interval consumer group members are given."),
+    _k("group.consumer.min.heartbeat.interval.ms", T.INT, 5000,
+       "Smallest group.consumer.heartbeat.interval.ms allowed.", minimum=1),
+    _k("group.consumer.max.heartbeat.interval.ms", T.INT, 15000,
+       "Largest group.consumer.heartbeat.interval.ms allowed.", minimum=1),
+    _k("group.consumer.max.size", T.INT, INT_MAX, "Most members of one consumer group.",
+       minimum=1),
 )
 del T
 
 BY_NAME: dict[str, ConfigKey] = {k.name: k for k in BROKER_CONFIGS}
 TOPIC_KEYS: dict[str, ConfigKey] = {k.topic_name: k for k in BROKER_CONFIGS if k.topic_name}
+
+#: Broker keys Kafka lets `kafka-configs.sh --entity-type brokers` change without a
+#: restart (its DynamicBrokerConfig's reconfigurable sets) and pybroker applies at run
+#: time: every topic-config default (a new topic, and the open logs that do not
+#: override it, take the new value), the cleaner's settings it reads per cleaning and
+#: the replication throttles. A name missing from BY_NAME (a key this build lacks)
+#: stays refused. Kafka's other dynamic keys (thread counts, listeners, SSL) have no
+#: run-time effect here and are refused rather than ignored.
+DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset({
+    *(k.name for k in BROKER_CONFIGS if k.topic_name),
+    "log.roll.ms", "log.retention.ms", "log.retention.minutes",
+    # read by the cleaner at each cleaning
+    "log.cleaner.io.max.bytes.per.second", "log.cleaner.dedupe.buffer.size",
+    # read by the replication throttles through BrokerConfig
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    # the connection limits, re-read when they change
+    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+})
+#: Kafka's entity name of the cluster-wide default (/config/brokers/<default>)
+BROKER_DEFAULT_ENTITY = "<default>"
 
 
 def parse_value(key: ConfigKey, raw: Any) -> Any:
@@ -303,10 +348,25 @@ def read_properties(path: str | Path) -> dict[str, str]:
     return props
 
 
+def parse_dynamic(name: str, raw: Any) -> Any:
+    """Validate a dynamic broker config value; ConfigError for a key that cannot be
+    changed at run time (Kafka's message) or a bad value."""
+    if name not in DYNAMIC_BROKER_KEYS or name not in BY_NAME:
+        raise ConfigError(f"Cannot update these configs dynamically: Set({name})")
+    return parse_value(BY_NAME[name], raw)
+
+
 class BrokerConfig:
-    """Values given in server.properties / --override, over the table's defaults."""
+    """Values given in server.properties / --override, over the table's defaults, under
+    the dynamic layers (Kafka's precedence): this broker's dynamic configs
+    (/config/brokers/<id>), then the cluster-wide dynamic defaults
+    (/config/brokers/<default>), then the static ones, then the table's defaults.
+    Everything reads values through here, so a dynamic change is seen by the next read."""
 
     def __init__(self, given: Mapping[str, str] | None = None) -> None:
+        #: dynamic layers, parsed; replaced whole by set_dynamic()
+        self.dynamic_broker: dict[str, Any] = {}
+        self.dynamic_default: dict[str, Any] = {}
         self.given: dict[str, Any] = {}
         #: keys not in the table (Kafka keys pybroker ignores, typos) are kept and logged
         self.unknown: dict[str, str] = {}
@@ -337,14 +397,45 @@ class BrokerConfig:
                         name, hint)
 
     def __getitem__(self, name: str) -> Any:
-        if name in self.given:
-            return self.given[name]
+        for layer in (self.dynamic_broker, self.dynamic_default, self.given):
+            if name in layer:
+                return layer[name]
         return BY_NAME[name].default
 
     def source(self, name: str) -> ConfigSource:
-        if name in self.given:
-            return ConfigSource.STATIC_BROKER_CONFIG
-        return ConfigSource.DEFAULT_CONFIG
+        return self.layers(name)[0][1] if self.layers(name) else ConfigSource.DEFAULT_CONFIG
+
+    def layers(self, name: str) -> list[tuple[Any, ConfigSource]]:
+        """Every value `name` has, highest precedence first (DescribeConfigs' synonyms):
+        dynamic per-broker, dynamic default, static, then the table's default (unless
+        it is null)."""
+        found = [(layer[name], source) for layer, source in (
+            (self.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+            (self.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            (self.given, ConfigSource.STATIC_BROKER_CONFIG)) if name in layer]
+        if BY_NAME[name].default is not None:
+            found.append((BY_NAME[name].default, ConfigSource.DEFAULT_CONFIG))
+        return found
+
+    def set_dynamic(self, default: Mapping[str, str], broker: Mapping[str, str]) -> set[str]:
+        """Take the dynamic layers as stored (strings); returns the keys whose effective
+        value changed. A stored key or value this broker cannot use (written by another
+        version, or by hand) is logged and skipped, as Kafka skips invalid dynamic
+        configs rather than failing."""
+        layers = []
+        for what, raw in (("default", default), ("broker", broker)):
+            parsed = {}
+            for name, value in raw.items():
+                try:
+                    parsed[name] = parse_dynamic(name, value)
+                except ConfigError as exc:
+                    log.warning("ignoring dynamic %s config %s=%s: %s", what, name, value, exc)
+            layers.append(parsed)
+        names = set(self.dynamic_default) | set(self.dynamic_broker) | set(layers[0]) | set(
+            layers[1])
+        before = {n: self[n] for n in names}
+        self.dynamic_default, self.dynamic_broker = layers
+        return {n for n in names if self[n] != before[n]}
 
     # --- derived values with Kafka's fallback chains ---
     @property
@@ -376,15 +467,52 @@ class BrokerConfig:
         return self[key.name]
 
     def topic_default_source(self, topic_name: str) -> ConfigSource:
-        key = TOPIC_KEYS[topic_name]
-        names = {
-            "segment.ms": ("log.roll.ms", "log.roll.hours"),
-            "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-            "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-        }.get(topic_name, (key.name,))
-        if any(n in self.given for n in names):
-            return ConfigSource.STATIC_BROKER_CONFIG
-        return ConfigSource.DEFAULT_CONFIG
+        synonyms = self.topic_default_synonyms(topic_name)
+        return synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+
+    def topic_default_synonyms(self, topic_name: str) -> list[tuple[str, Any, ConfigSource]]:
+        """The broker keys behind a topic config's default, as DescribeConfigs lists
+        them: (name, value, source), the one in force first. From Kafka's primary key
+        on (log.retention.ms for retention.ms) when it is set; when only another key
+        of the group is (log.retention.hours), every key's values, where Kafka would
+        list none."""
+        primary = TOPIC_PRIMARY_KEYS.get(topic_name, TOPIC_KEYS[topic_name].name)
+        return self.synonyms(primary, keep_all=True)
+
+    def synonyms(self, name: str, keep_all: bool = False
+                 ) -> list[tuple[str, Any, ConfigSource]]:
+        """Kafka's configSynonyms: the values of `name` and of the keys that set the same
+        thing (BROKER_SYNONYMS), layer by layer (dynamic per-broker, dynamic default,
+        static, default), each layer's keys in order; entries before `name`'s first are
+        dropped, so a broker key is listed from its own value on (none when it has
+        none, unless keep_all)."""
+        group = BROKER_SYNONYMS.get(name, (name,))
+        found = [(n, layer[n], source) for layer, source in (
+            (self.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+            (self.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            (self.given, ConfigSource.STATIC_BROKER_CONFIG)) for n in group if n in layer]
+        found += [(n, BY_NAME[n].default, ConfigSource.DEFAULT_CONFIG) for n in group
+                  if BY_NAME[n].default is not None]
+        names = [n for n, _, _ in found]
+        if name in names:
+            return found[names.index(name):]
+        return found if keep_all else []
+
+
+#: Kafka's broker key for a topic config where the table names another of its group
+TOPIC_PRIMARY_KEYS = {"retention.ms": "log.retention.ms", "segment.ms": "log.roll.ms",
+                      "flush.ms": "log.flush.interval.ms"}
+#: broker keys that set the same thing, the one that wins first (Kafka's
+#: DynamicBrokerConfig.brokerConfigSynonyms)
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.roll.hours": ("log.roll.ms", "log.roll.hours"),
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.retention.minutes": ("log.retention.ms", "log.retention.minutes",
+                              "log.retention.hours"),
+    "log.retention.hours": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
 
 
 def topic_key_type(topic_name: str) -> ConfigType:

@@ -131,10 +131,13 @@ def test_alter_configs_replaces_the_whole_set(broker_factory: BrokerFactory,
     assert got["max.message.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
 
 
-def test_broker_resources_are_static(broker_factory: BrokerFactory) -> None:
+def test_static_broker_keys_are_refused(broker_factory: BrokerFactory) -> None:
+    """Only Kafka's dynamic broker keys change at run time (issue 15); others are
+    INVALID_CONFIG."""
     b = broker_factory()
     res = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
-        ConfigEntry("log.retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+        ConfigEntry("log.retention.check.interval.ms", "1000",
+                    incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(KafkaException) as info:
         incremental(b.bootstrap, res)
     assert error_code(info.value) == 40

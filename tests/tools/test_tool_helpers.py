@@ -115,3 +115,13 @@ def test_consumer_perf_row() -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:000", parts[0])
     assert parts[2:] == ["2.0000", "1.0000", "1000", "500.0000", "500", "1500", "1.3333",
                          "666.6667"]
+
+
+def test_configs_add_config_list_syntax() -> None:
+    """kafka-configs.sh --add-config: k=v pairs, list values in square brackets."""
+    from pybroker.tools.configs import parse_config_list
+
+    assert parse_config_list("a=1,b=[x,y],c.d=z") == {"a": "1", "b": "x,y", "c.d": "z"}
+    assert parse_config_list("") == {}
+    with pytest.raises(ToolError):
+        parse_config_list("novalue")

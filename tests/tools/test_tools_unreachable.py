@@ -69,6 +69,16 @@ def cases(bootstrap: str, command_config: Path) -> dict[str, tuple[list[str], fl
         "console-consumer-config": (["console-consumer", *b, "--topic", "t",
                                      "--consumer-property", "default.api.timeout.ms=2000"],
                                     SHORT_RUN_BOUND_S),
+        # issue 15's describe and configure tools
+        "configs-describe": (["configs", *b, "--entity-type", "topics", "--describe"],
+                             RUN_BOUND_S),
+        "configs-alter-brokers": (["configs", *b, "--entity-type", "brokers",
+                                   "--entity-default", "--alter", "--add-config",
+                                   "log.retention.ms=1"], RUN_BOUND_S),
+        "log-dirs": (["log-dirs", *b, "--describe"], RUN_BOUND_S),
+        "get-offsets": (["get-offsets", *b, "--topic", "t"], RUN_BOUND_S),
+        "delete-records": (["delete-records", *b, "--offset-json-file",
+                            str(command_config.with_name("offsets.json"))], RUN_BOUND_S),
     }
 
 
@@ -92,6 +102,8 @@ def unreachable(tmp_path_factory: pytest.TempPathFactory) -> tuple[
     bootstrap = f"127.0.0.1:{closed_port()}"
     command_config = tmp_path_factory.mktemp("tools") / "admin.properties"
     command_config.write_text("default.api.timeout.ms=2000\n")
+    command_config.with_name("offsets.json").write_text(
+        '{"partitions": [{"topic": "t", "partition": 0, "offset": 1}], "version": 1}')
     todo = cases(bootstrap, command_config)
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(todo)) as pool:
         futures = {name: pool.submit(run_tool, args) for name, (args, _) in todo.items()}

@@ -204,3 +204,48 @@ def test_aiokafka_transactional_producer(broker: Broker, topic_name: str) -> Non
                     lambda got: b"aio-committed" in got) == [b"aio-committed"]
     assert read_all(broker.bootstrap, topic_name, [0], "read_uncommitted",
                     lambda got: b"aio-committed" in got) == [b"aio-aborted", b"aio-committed"]
+
+
+def offset_fetch_v7(bootstrap: str, group: str, topic: str, require_stable: bool
+                    ) -> tuple[int, int]:
+    """(error code, offset) of partition 0 from OffsetFetch v7."""
+    import anyio
+
+    from pybroker.client.connection import BrokerConnection
+
+    host, _, port = bootstrap.rpartition(":")
+
+    async def ask() -> tuple[int, int]:
+        connection = BrokerConnection(host, int(port), "txn-test", 10.0)
+        try:
+            answer = await connection.request(9, 7, {
+                "group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}],
+                "require_stable": require_stable})
+        finally:
+            await connection.close()
+        [part] = answer["topics"][0]["partitions"]
+        return part["error_code"], part["committed_offset"]
+
+    return anyio.run(ask)
+
+
+def test_require_stable_offset_fetch_waits_for_the_marker(broker: Broker,
+                                                          topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, partitions=1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        p = txn_producer(broker.bootstrap, f"tx-{uuid.uuid4().hex[:8]}")
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce(topic_name, value=b"x", partition=0)
+        p.send_offsets_to_transaction([TopicPartition(topic_name, 0, 5)],
+                                      consumer.consumer_group_metadata(), 30)
+        unstable = 88
+        assert offset_fetch_v7(broker.bootstrap, group, topic_name, True)[0] == unstable
+        assert offset_fetch_v7(broker.bootstrap, group, topic_name, False) == (0, -1)
+        p.commit_transaction(30)
+        assert wait_for(lambda: offset_fetch_v7(broker.bootstrap, group, topic_name, True)
+                        == (0, 5), what="the stable offset")
+    finally:
+        consumer.close()

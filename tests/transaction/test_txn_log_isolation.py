@@ -5,10 +5,13 @@ read_uncommitted sees everything, ListOffsets read_committed answers the LSO."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import urllib.request
 from typing import TYPE_CHECKING
 
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition as AIOTopicPartition
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from kafka import KafkaConsumer, TopicPartition
 
@@ -33,6 +36,10 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TXN_STATE = 48
 TRANSACTION_COORDINATOR_FENCED = 52
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def values(got: list) -> list[bytes]:  # type: ignore[type-arg]
@@ -64,11 +71,18 @@ def test_read_committed_skips_aborted_and_stops_at_the_lso(broker: Broker,
         a, a_epoch = init_producer_id(c)
         b, b_epoch = init_producer_id(c)
         assert c.produce(topic_name, 0, txn_batch(-1, -1, -1, ["plain0"], False)).error_code == 0
+        time.sleep(0.005)
+        after_plain = now_ms()
         assert c.produce(topic_name, 0, txn_batch(a, a_epoch, 0, ["a0", "a1"])).base_offset == 1
         assert c.produce(topic_name, 0, txn_batch(b, b_epoch, 0, ["b0"])).base_offset == 3
         # two transactions open: read_committed stops at the first one's first offset
         assert list_latest(c, topic_name, READ_COMMITTED) == 1
         assert list_latest(c, topic_name, READ_UNCOMMITTED) == 4
+        # by timestamp: read_committed finds nothing at or past the LSO
+        assert list_latest(c, topic_name, READ_UNCOMMITTED, timestamp=0) == 0
+        assert list_latest(c, topic_name, READ_COMMITTED, timestamp=0) == 0
+        assert list_latest(c, topic_name, READ_UNCOMMITTED, timestamp=after_plain) == 1
+        assert list_latest(c, topic_name, READ_COMMITTED, timestamp=after_plain) == -1
         f = fetch(c, topic_name, 0)
         assert (f.high_watermark, f.last_stable_offset) == (4, 1)
         assert record_offsets(f.records) == [0]
@@ -104,6 +118,29 @@ def test_read_committed_skips_aborted_and_stops_at_the_lso(broker: Broker,
         b"plain0", b"b0", b"plain6"]
     assert kafka_python_values(broker.bootstrap, topic_name, "read_uncommitted", 5) == [
         b"plain0", b"a0", b"a1", b"b0", b"plain6"]
+    assert asyncio.run(aiokafka_values(broker.bootstrap, topic_name, "read_committed", 3)) == [
+        b"plain0", b"b0", b"plain6"]
+    assert asyncio.run(aiokafka_values(broker.bootstrap, topic_name, "read_uncommitted",
+                                       5)) == [b"plain0", b"a0", b"a1", b"b0", b"plain6"]
+
+
+async def aiokafka_values(bootstrap: str, topic: str, isolation: str, count: int) -> list[bytes]:
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                         auto_offset_reset="earliest", fetch_max_wait_ms=100,
+                         isolation_level=isolation, request_timeout_ms=11000)
+    await c.start()
+    try:
+        tp = AIOTopicPartition(topic, 0)
+        c.assign([tp])
+        c.seek(tp, 0)
+        out: list[bytes] = []
+        deadline = time.monotonic() + 10
+        while len(out) < count and time.monotonic() < deadline:
+            for msgs in (await c.getmany(tp, timeout_ms=200)).values():
+                out.extend(m.value for m in msgs)
+        return out
+    finally:
+        await c.stop()
 
 
 def test_an_open_transaction_blocks_read_committed_until_its_marker(
@@ -168,6 +205,9 @@ def test_marker_and_transactional_produce_errors(broker: Broker, topic_name: str
         assert write_markers(c, pid, epoch + 1, True, [tp], coordinator_epoch=5) == {tp: NONE}
         assert write_markers(c, pid, epoch, True, [tp], coordinator_epoch=5) == {
             tp: INVALID_PRODUCER_EPOCH}
+        # the producer of the older epoch is a zombie now: its writes are refused
+        assert c.produce(topic_name, 0, txn_batch(pid, epoch, 1, ["z"])
+                         ).error_code == INVALID_PRODUCER_EPOCH
         assert write_markers(c, pid, epoch + 1, True, [("no-such-topic", 0), (topic_name, 7)],
                              coordinator_epoch=5) == {
             ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION,

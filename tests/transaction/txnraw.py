@@ -90,9 +90,11 @@ def fetch(c: RawClient, topic: str, offset: int, isolation: int = READ_COMMITTED
     return Fetched(err, hw, lso, aborted, r.bytes_() or b"")
 
 
-def list_latest(c: RawClient, topic: str, isolation: int, partition: int = 0) -> int:
+def list_latest(c: RawClient, topic: str, isolation: int, partition: int = 0,
+                timestamp: int = -1) -> int:
+    """ListOffsets v2's offset for `timestamp` (-1: latest)."""
     body = (i32(-1) + i8(isolation)
-            + array([string(topic) + array([i32(partition) + i64(-1)])]))
+            + array([string(topic) + array([i32(partition) + i64(timestamp)])]))
     r = Reader(c.request(LIST_OFFSETS, 2, body))
     r.i32()
     r.i32()

@@ -93,7 +93,7 @@ class TopicAdmin:
                              "Replication factor must be larger than 0.")
         if not assignments:
             assignments = assign_replicas(num_partitions, replication_factor,
-                                          list(self.metadata.brokers))
+                                          list(self.metadata.brokers), racks=self._racks())
         checked = self._validate_topic_configs(configs or {})
         if validate_only:
             return None
@@ -158,7 +158,8 @@ class TopicAdmin:
             self._check_assignments(assignments)
         else:
             assignments = assign_replicas(count - current, len(record.partitions[0].replicas),
-                                          list(self.metadata.brokers), first_partition=current)
+                                          list(self.metadata.brokers), first_partition=current,
+                                          racks=self._racks())
         if validate_only:
             return
         partitions = {i: list(p.replicas) for i, p in enumerate(record.partitions)}
@@ -184,6 +185,10 @@ class TopicAdmin:
         await self._wait_for(name, lambda: (
             (r := self.metadata.topic(name)) is None or r.configs == checked), timeout_ms)
         log.info("topic %s configs set to %s", name, checked)
+
+    def _racks(self) -> dict[int, str | None]:
+        """broker.rack of each live broker (for rack-aware assignment)."""
+        return {b.node_id: b.rack for b in self.metadata.brokers.values()}
 
     def _check_assignments(self, assignments: list[list[int]]) -> None:
         """Explicit replica lists: non-empty, same length, no duplicates, live brokers."""

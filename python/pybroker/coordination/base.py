@@ -52,6 +52,10 @@ __all__ = [
 #: Kafka's producer id block size (ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE)
 PRODUCER_ID_BLOCK_SIZE = 1000
 
+#: entity types whose configs live under /config besides topics (Kafka's ConfigType
+#: names); the cluster-wide broker default is the broker entity "<default>"
+ENTITY_TYPES = ("brokers", "users", "clients", "ips")
+
 TOPIC_NAME_MAX = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 
@@ -74,6 +78,12 @@ def validate_topic_name(name: str | None) -> None:
             f"Topic name \"{name}\" is illegal, it contains a character other than "
             "ASCII alphanumerics, '.', '_' and '-'",
         )
+
+
+def check_entity_type(entity_type: str) -> None:
+    if entity_type not in ENTITY_TYPES:
+        raise ValueError(f"unknown config entity type {entity_type!r} "
+                         f"(one of {', '.join(ENTITY_TYPES)})")
 
 
 def validate_assignment(partitions: Mapping[int, list[int]]) -> None:
@@ -252,6 +262,21 @@ class CoordinationBackend(Protocol):
     async def delete_topic(self, name: str, lease: ControllerLease) -> None:
         """Remove the topic's znodes (assignment, partition states), its configs and its
         deletion mark. UNKNOWN_TOPIC_OR_PARTITION if it does not exist."""
+        ...
+
+    # --- configs of other entities (brokers; users and clients later) ---
+    async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
+        """/config/<entity_type>/<name> ({} when none); entity_type is Kafka's ConfigType
+        name ("brokers", "users", "clients"); the broker default is "<default>"."""
+        ...
+
+    async def set_entity_configs(self, entity_type: str, name: str,
+                                 configs: Mapping[str, str]) -> None:
+        """Replace the entity's configs and announce the change (/config/changes)."""
+        ...
+
+    async def watch_entity_configs(self, entity_type: str, callback: Callback) -> WatchHandle:
+        """callback(dict name -> configs) with every entity of the type, then on change."""
         ...
 
     # --- partition state ---

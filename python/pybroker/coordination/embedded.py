@@ -37,12 +37,14 @@ from pathlib import Path
 import msgspec
 
 from pybroker.coordination.base import (
+    ENTITY_TYPES,
     PRODUCER_ID_BLOCK_SIZE,
     ControllerLease,
     PartitionState,
     TopicAssignment,
     TopicRecord,
     VersionedState,
+    check_entity_type,
     validate_assignment,
     validate_topic_name,
 )
@@ -115,6 +117,9 @@ class _FileV2(msgspec.Struct):
     producer_id_next: int = 0
     controller_epoch: int = 0
     pending_deletion: list[str] = []
+    #: configs of entities other than topics: type -> name -> configs (added later in
+    #: version 2; absent in older files)
+    entity_configs: dict[str, dict[str, dict[str, str]]] = {}
 
 
 @dataclasses.dataclass
@@ -181,11 +186,12 @@ class EmbeddedBackend:
         self._broker_epochs: dict[int, int] = {}
         self._broker_epoch_next = 0
         self._controller: int | None = None
+        self._entity_configs: dict[str, dict[str, dict[str, str]]] = {}
         self._isr_changes: list[set[tuple[str, int]]] = []
         self._dispatcher = Dispatcher()
         self._watchers: dict[str, dict[WatchHandle, Callback]] = {
             kind: {} for kind in ("brokers", "controller", "topics", "configs", "deletions",
-                                  "states", "isr")}
+                                  "states", "isr", *(f"entity:{t}" for t in ENTITY_TYPES))}
         if self.path.exists():
             self._load(_read_file(self.path))
         else:
@@ -380,6 +386,22 @@ class EmbeddedBackend:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' not found.")
         return topic
 
+    # --- configs of other entities ---
+    async def entity_configs(self, entity_type: str, name: str) -> dict[str, str]:
+        check_entity_type(entity_type)
+        return dict(self._entity_configs.get(entity_type, {}).get(name, {}))
+
+    async def set_entity_configs(self, entity_type: str, name: str,
+                                 configs: Mapping[str, str]) -> None:
+        check_entity_type(entity_type)
+        self._entity_configs.setdefault(entity_type, {})[name] = dict(configs)
+        self._save()
+        self._fire(f"entity:{entity_type}")
+
+    async def watch_entity_configs(self, entity_type: str, callback: Callback) -> WatchHandle:
+        check_entity_type(entity_type)
+        return await self._watch(f"entity:{entity_type}", callback)
+
     # --- partition state ---
     async def partition_states(self, topic: str) -> dict[int, VersionedState]:
         entry = self._topics.get(topic)
@@ -488,6 +510,9 @@ class EmbeddedBackend:
             return ({name: t.assignment(name) for name, t in self._topics.items()},)
         if kind == "deletions":
             return (set(self._pending_deletion),)
+        if kind.startswith("entity:"):
+            entities = self._entity_configs.get(kind.partition(":")[2], {})
+            return ({name: dict(c) for name, c in entities.items()},)
         return ()
 
     async def _watch(self, kind: str, callback: Callback, initial: bool = True) -> WatchHandle:
@@ -525,6 +550,8 @@ class EmbeddedBackend:
         self._producer_id_next = state.producer_id_next
         self._controller_epoch = state.controller_epoch
         self._pending_deletion = set(state.pending_deletion)
+        self._entity_configs = {t: {n: dict(c) for n, c in e.items()}
+                                for t, e in state.entity_configs.items()}
         for raw in state.topics:
             states = {p: part.state for p, part in enumerate(raw.partitions)
                       if part.state is not None}
@@ -544,6 +571,7 @@ class EmbeddedBackend:
             version=FILE_VERSION, cluster_id=self._cluster_id,
             producer_id_next=self._producer_id_next, controller_epoch=self._controller_epoch,
             pending_deletion=sorted(self._pending_deletion),
+            entity_configs=self._entity_configs,
             topics=[_TopicV2(name=name, topic_id=t.topic_id, configs=t.configs, partitions=[
                 _PartitionV2(replicas=t.partitions[p], adding_replicas=t.adding.get(p, []),
                              removing_replicas=t.removing.get(p, []), state=t.states.get(p))

@@ -47,6 +47,7 @@ from pybroker.coordination.zkclient import (
     kazoo_errors_translated,
     split_connect,
 )
+from pybroker.coordination.zkconfigs import EntityConfigOps
 from pybroker.coordination.zktopics import RACE_RETRIES_MAX, TopicOps
 from pybroker.coordination.zkwatches import ChildrenDataWatch, DataWatch, ZkWatch, read_many
 from pybroker.coordination.znodes import BrokerRegistration
@@ -56,7 +57,7 @@ log = logging.getLogger(__name__)
 
 
 @kazoo_errors_translated
-class ZooKeeperBackend(TopicOps):
+class ZooKeeperBackend(TopicOps, EntityConfigOps):
     """CoordinationBackend on a ZooKeeper ensemble; see the module docstring."""
 
     def __init__(self, connect: str, *, session_timeout_ms: int,

@@ -22,6 +22,7 @@ import anyio
 
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.group import records as rec
+from pybroker.group.consumer import ConsumerGroupConfig, ConsumerGroupCoordinator
 from pybroker.group.member import Member, Waiter
 from pybroker.group.offsets import OFFSETS_TOPIC, Appended, GroupStore, OffsetsTopic
 from pybroker.group.state import Group, GroupState, InitialDelay, OffsetEntry
@@ -94,12 +95,20 @@ class GroupCoordinator:
         self.owned: set[int] | None = None
         #: TxnOffsetCommit offsets waiting for their transaction's marker
         self.txn_offsets = TxnOffsets()
+        #: KIP-848 consumer groups, kept in the same table (Group.consumer)
+        self.consumer = ConsumerGroupCoordinator(self)
 
     @classmethod
     def for_broker(cls, config: BrokerConfig, metadata: MetadataCache, replicas: ReplicaManager,
                    admin: TopicAdmin) -> GroupCoordinator:
-        return cls(GroupConfig.from_broker(config), OffsetsTopic(config, metadata, replicas, admin),
-                   lambda topic, index: metadata.partition(topic, index) is not None)
+        from pybroker.group.consumer.topics import MetadataTopics
+
+        coordinator = cls(GroupConfig.from_broker(config),
+                          OffsetsTopic(config, metadata, replicas, admin),
+                          lambda topic, index: metadata.partition(topic, index) is not None)
+        coordinator.consumer = ConsumerGroupCoordinator(
+            coordinator, ConsumerGroupConfig.from_broker(config), MetadataTopics(metadata))
+        return coordinator
 
     # --- ownership: the coordinator of a group leads its offsets partition ----------
     def coordinator_error(self, group_id: str) -> ErrorCode | None:
@@ -144,7 +153,7 @@ class GroupCoordinator:
         metas: dict[str, rec.GroupValue | None] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
         count = 0
-        for item in self.store.load(partition):
+        for item in self.store.load(partition, transactions=True):
             if isinstance(item, TxnMarker):
                 self._replay_marker(item, partition, offsets)
                 continue
@@ -204,6 +213,7 @@ class GroupCoordinator:
             self.groups[group_id] = group
         log.info("loaded %d groups from %d __consumer_offsets records%s", len(self.groups), count,
                  "" if partition is None else f" of partition {partition}")
+        self.consumer.load(partition)
 
     def _replay_marker(self, marker: TxnMarker, partition: int | None,
                        offsets: dict[str, dict[tuple[str, int], OffsetEntry]]) -> None:
@@ -241,6 +251,7 @@ class GroupCoordinator:
                 self._maybe_complete_join(group)
             elif group.is_(S.COMPLETING_REBALANCE) and now >= group.sync_deadline_ms:
                 self._sync_timed_out(group)
+        self.consumer.tick(now)
         if now >= self._next_retention_check_ms:
             self._next_retention_check_ms = now + self.config.offsets_retention_check_interval_ms
             self.expire_offsets()
@@ -260,6 +271,8 @@ class GroupCoordinator:
             return join_error(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         if rebalance_timeout_ms < 0:  # JoinGroup v0 has none: Kafka uses the session timeout
             rebalance_timeout_ms = session_timeout_ms
+        if (code := self.consumer.join_error(group_id, protocol_type)) is not None:
+            return join_error(code, member_id)
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
@@ -743,7 +756,7 @@ class GroupCoordinator:
                 pending.failed = ErrorCode.COORDINATOR_NOT_AVAILABLE
             if pending.failed is not None:
                 # the batch was not written: the next one reuses its sequences
-                self.txn_offsets.forget_partition(self.store.partition_of(group_id))
+                self.txn_offsets.unsend(self.store.partition_of(group_id), producer)
         return pending
 
     def finish_txn_commit(self, pending: PendingCommit, stored: ErrorCode
@@ -808,6 +821,8 @@ class GroupCoordinator:
             return None if generation < 0 else ErrorCode.ILLEGAL_GENERATION
         if group.is_(S.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.consumer is not None:
+            return self.consumer.commit_error(group.consumer, generation, member_id)
         fenced = self._fenced(group, member_id, group_instance_id)
         if fenced is not None:
             return fenced
@@ -866,6 +881,8 @@ class GroupCoordinator:
 
     def _subscribed_topics(self, group: Group) -> set[str]:
         """Topics the members of a consumer group subscribe to (empty if unknown)."""
+        if group.consumer is not None:
+            return set(group.consumer.subscription_metadata)
         if not group.members or group.protocol_type != "consumer":
             return set()
         topics: set[str] = set()
@@ -880,7 +897,7 @@ class GroupCoordinator:
         retention = self.config.offsets_retention_ms
         expired_count = 0
         for group in list(self.groups.values()):
-            if not group.is_(S.EMPTY):
+            if not group.is_(S.EMPTY) or (group.consumer is not None and group.consumer.members):
                 continue
             # Kafka counts retention from when the group became empty
             expired = [k for k, e in group.offsets.items()
@@ -890,6 +907,7 @@ class GroupCoordinator:
             dead = len(expired) == len(group.offsets)
             if dead:
                 records.append((rec.group_key(group.group_id), None))
+                records += self.consumer.tombstones(group)
             if not expired and not dead:
                 continue
             try:
@@ -913,7 +931,9 @@ class GroupCoordinator:
 
     def describe_group(self, group_id: str) -> Group | None:
         group = self.groups.get(group_id)
-        return None if group is None or group.is_(S.DEAD) else group
+        # DescribeGroups shows a consumer group as Dead, as Kafka does
+        return None if group is None or group.is_(S.DEAD) or group.consumer is not None \
+            else group
 
     def delete_groups(self, group_ids: Iterable[str]) -> list[tuple[str, ErrorCode]]:
         results = []
@@ -925,12 +945,14 @@ class GroupCoordinator:
                 results.append((group_id, code))
             elif group is None or group.is_(S.DEAD):
                 results.append((group_id, ErrorCode.GROUP_ID_NOT_FOUND))
-            elif not group.is_(S.EMPTY):
+            elif not group.is_(S.EMPTY) or (group.consumer is not None
+                                            and group.consumer.members):
                 results.append((group_id, ErrorCode.NON_EMPTY_GROUP))
             else:
                 records: list[rec.Record] = [(rec.offset_key(group_id, t, p), None)
                                              for t, p in group.offsets]
                 records.append((rec.group_key(group_id), None))
+                records += self.consumer.tombstones(group)
                 try:
                     self.store.append(group_id, records)
                 except Exception:

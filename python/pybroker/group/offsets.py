@@ -66,7 +66,8 @@ class GroupStore(Protocol):
                required_acks: int = 1, producer: TxnProducer | None = None
                ) -> Appended | None: ...
 
-    def load(self, partition: int | None = None) -> Iterator[Record | TxnData | TxnMarker]: ...
+    def load(self, partition: int | None = None, transactions: bool = False
+             ) -> Iterator[Record | TxnData | TxnMarker]: ...
 
 
 class MemoryStore:
@@ -87,7 +88,8 @@ class MemoryStore:
         self.records.extend(records)
         return None  # nothing to replicate
 
-    def load(self, partition: int | None = None) -> Iterator[Record | TxnData | TxnMarker]:
+    def load(self, partition: int | None = None, transactions: bool = False
+             ) -> Iterator[Record | TxnData | TxnMarker]:
         return iter(list(self.records))
 
 
@@ -145,10 +147,12 @@ class OffsetsTopic:
         result = partition.append_as_leader(memoryview(batch), required_acks=required_acks)
         return Appended(partition, int(result.last_offset) + 1)
 
-    def load(self, partition: int | None = None) -> Iterator[Record | TxnData | TxnMarker]:
+    def load(self, partition: int | None = None, transactions: bool = False
+             ) -> Iterator[Record | TxnData | TxnMarker]:
         """Replay the records of one partition (or all): everything in the local log,
         which a new leader's followers will all have once they catch up. Records of
-        transactional batches come as TxnData, their COMMIT/ABORT as TxnMarker."""
+        transactional batches (TxnOffsetCommit) come as TxnData and their COMMIT/ABORT
+        as TxnMarker when `transactions`, else they are left out."""
         record = self.metadata.topic(OFFSETS_TOPIC)
         if record is None:
             return
@@ -174,6 +178,8 @@ class OffsetsTopic:
                     if record_offset < offset:
                         continue
                     info = batches[at][1] if batches else None
+                    if info is not None and not transactions:
+                        continue
                     if info is not None and info.commit is not None:
                         yield TxnMarker(info.producer_id, info.commit)
                     elif key is not None and info is not None:

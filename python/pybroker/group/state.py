@@ -13,8 +13,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from pybroker.group.member import Member
+
+if TYPE_CHECKING:
+    from pybroker.group.consumer.state import ConsumerGroup
 
 
 class GroupState(enum.Enum):
@@ -61,6 +65,8 @@ class Group:
         self.sync_deadline_ms = 0.0
         self.initial_delay: InitialDelay | None = None
         self.state_timestamp_ms = now_wall_ms
+        #: set when this is a KIP-848 consumer group (group/consumer/); offsets stay here
+        self.consumer: ConsumerGroup | None = None
 
     def __repr__(self) -> str:
         return (f"Group({self.group_id!r}, {self.state.value}, gen={self.generation}, "

@@ -61,6 +61,11 @@ class TxnOffsets:
                                                      (seq + records) & 0x7FFFFFFF)
         return TxnProducer(producer_id, producer_epoch, seq)
 
+    def unsend(self, partition: int, sent: TxnProducer) -> None:
+        """The batch `sent` was not written: its sequences are used by the next one."""
+        self._sequences[(partition, sent.producer_id)] = (sent.producer_epoch,
+                                                          sent.base_sequence)
+
     def seen(self, partition: int, producer_id: int, producer_epoch: int,
              last_sequence: int) -> None:
         """A batch replayed from the log: the next one follows it."""

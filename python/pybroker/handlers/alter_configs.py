@@ -2,9 +2,10 @@
 
 A topic resource's configs become exactly the given ones (keys left out fall
 back to the broker defaults), validated like CreateTopics' (INVALID_CONFIG),
-persisted in the metadata store and applied to the open logs. Broker configs
-are static here: a broker resource with configs gets Kafka's answer for
-non-dynamic keys; one with none is a no-op."""
+persisted in the metadata store and applied to the open logs. A broker resource
+(this broker's id, or "" for the cluster-wide default) replaces its dynamic
+configs (admin/broker_configs.py); keys that cannot change at run time get
+Kafka's INVALID_CONFIG."""
 
 from __future__ import annotations
 
@@ -23,13 +24,13 @@ BROKER_LOGGER = 8
 
 
 def check_broker_resource(ctx: BrokerContext, name: str, config_names: list[str]) -> None:
-    """Broker resources: the id must be ours (or empty: the cluster default) and
-    no key can be changed at run time."""
+    """Broker resources: the id must be ours (or empty: the cluster default); without
+    dynamic configs (ctx.broker_configs None) no key can be changed at run time."""
     if name not in ("", str(ctx.broker_id)):
         raise KafkaError(ErrorCode.INVALID_REQUEST,
                          f"Unexpected broker id, expected {ctx.broker_id} or empty string, "
                          f"but received {name}")
-    if config_names:
+    if config_names and ctx.broker_configs is None:
         listed = ", ".join(sorted(config_names))
         raise KafkaError(ErrorCode.INVALID_CONFIG,
                          f"Invalid config value for resource ConfigResource(type=BROKER, "
@@ -71,6 +72,8 @@ async def handle_alter_configs(ctx: BrokerContext, request: Request) -> dict[str
                 await ctx.admin.alter_topic_configs(name, configs, validate_only)
             elif kind == BROKER:
                 check_broker_resource(ctx, name, list(configs))
+                if ctx.broker_configs is not None:
+                    await ctx.broker_configs.alter(name, configs, validate_only)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}")
             responses.append(response(resource))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from pybroker.admin.broker_configs import DynamicBrokerConfigs
 from pybroker.admin.topics import TopicAdmin
 from pybroker.config import BrokerConfig
 from pybroker.group.coordinator import GroupCoordinator
@@ -34,6 +35,8 @@ class BrokerContext:
     metrics: BrokerMetrics
     #: the transaction coordinator (None where a test builds a context without one)
     txn: TransactionCoordinator | None = None
+    #: dynamic broker configs (None: every broker key is static, as in unit tests)
+    broker_configs: DynamicBrokerConfigs | None = None
 
     @property
     def endpoint(self) -> BrokerEndpoint:

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from pybroker.config import (
     BROKER_CONFIGS,
+    BY_NAME,
+    DYNAMIC_BROKER_KEYS,
     TOPIC_KEYS,
     ConfigSource,
     format_value,
@@ -45,7 +47,9 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> dict[
                 results.append(error(resource, ErrorCode.INVALID_REQUEST,
                                      f"Unexpected broker id, expected {ctx.broker_id}"))
                 continue
-            entries = broker_entries(ctx, synonyms, docs)
+            # "" is the cluster-wide default: Kafka shows only its dynamic configs
+            entries = (broker_entries(ctx, synonyms, docs) if name
+                       else default_entries(ctx, synonyms, docs))
         else:
             results.append(error(resource, ErrorCode.INVALID_REQUEST,
                                  f"Unsupported resource type {kind}"))
@@ -78,8 +82,8 @@ def topic_entries(ctx: BrokerContext, topic: str, synonyms: bool,
             if source is ConfigSource.DYNAMIC_TOPIC_CONFIG:
                 syn.append({"name": name, "value": format_value(key, value),
                             "source": int(source)})
-            syn.append({"name": key.name, "value": format_value(key, ctx.config.topic_default(
-                name)), "source": int(ctx.config.topic_default_source(name))})
+            syn += [{"name": n, "value": format_value(BY_NAME[n], v), "source": int(src)}
+                    for n, v, src in ctx.config.topic_default_synonyms(name)]
         entries.append({
             "name": name,
             "value": format_value(key, value),
@@ -95,20 +99,42 @@ def topic_entries(ctx: BrokerContext, topic: str, synonyms: bool,
 
 
 def broker_entries(ctx: BrokerContext, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
+    """This broker's configs: each key's effective value and where it comes from, its
+    synonyms every layer that sets it (dynamic per-broker, dynamic default, static,
+    default); the keys that can change at run time are not read-only."""
     entries = []
     for key in BROKER_CONFIGS:
-        source = ctx.config.source(key.name)
+        # Kafka's: the source is that of the synonym in force (log.retention.hours
+        # shows the source of a log.retention.ms that overrides it), the value its own
+        found = ctx.config.synonyms(key.name)
+        source = found[0][2] if found else ConfigSource.DEFAULT_CONFIG
         value = format_value(key, ctx.config[key.name])
         entries.append({
             "name": key.name,
             "value": value,
-            "read_only": True,
+            "read_only": key.name not in DYNAMIC_BROKER_KEYS,
             "is_default": source is ConfigSource.DEFAULT_CONFIG,
             "config_source": int(source),
             "is_sensitive": False,
-            "synonyms": [{"name": key.name, "value": value, "source": int(source)}]
-            if synonyms else [],
+            "synonyms": [{"name": n, "value": format_value(BY_NAME[n], v), "source": int(src)}
+                         for n, v, src in found] if synonyms else [],
             "config_type": int(key.type),
             "documentation": key.doc if docs else None,
+        })
+    return entries
+
+
+def default_entries(ctx: BrokerContext, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
+    """The cluster-wide dynamic defaults (the BROKER resource named "")."""
+    source = int(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    entries = []
+    for name, value in sorted(ctx.config.dynamic_default.items()):
+        key = BY_NAME[name]
+        text = format_value(key, value)
+        entries.append({
+            "name": name, "value": text, "read_only": False, "is_default": False,
+            "config_source": source, "is_sensitive": False,
+            "synonyms": [{"name": name, "value": text, "source": source}] if synonyms else [],
+            "config_type": int(key.type), "documentation": key.doc if docs else None,
         })
     return entries

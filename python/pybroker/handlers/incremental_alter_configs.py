@@ -7,9 +7,11 @@ value. The result is validated and stored as AlterConfigs does."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pybroker.config import TOPIC_KEYS, ConfigType, format_value, topic_key_type
+from pybroker.admin.broker_configs import entity_name
+from pybroker.config import BY_NAME, TOPIC_KEYS, ConfigType, format_value, topic_key_type
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.alter_configs import (
     BROKER,
@@ -34,7 +36,25 @@ def apply_ops(ctx: BrokerContext, topic: str, ops: list[dict[str, Any]]) -> dict
     if record is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {topic} does not exist")
     effective = topic_config(ctx.config, record)
-    configs: dict[str, str | None] = dict(record.configs)
+    return apply_to(dict(record.configs), ops, lambda name: (
+        format_value(TOPIC_KEYS[name], effective[name])
+        if name in TOPIC_KEYS and topic_key_type(name) is ConfigType.LIST else None))
+
+
+def apply_broker_ops(ctx: BrokerContext, name: str, ops: list[dict[str, Any]]
+                     ) -> dict[str, str | None]:
+    """A broker entity's new dynamic config set after `ops` ("" is the default)."""
+    assert ctx.broker_configs is not None
+    stored = ctx.broker_configs.entity(entity_name(name))
+    return apply_to(dict(stored), ops, lambda key: (
+        format_value(BY_NAME[key], ctx.config[key])
+        if key in BY_NAME and BY_NAME[key].type is ConfigType.LIST else None))
+
+
+def apply_to(configs: dict[str, str | None], ops: list[dict[str, Any]],
+             current_list: Callable[[str], str | None]) -> dict[str, str | None]:
+    """`configs` after `ops`; current_list(name) is a LIST key's effective value (None
+    for any other key: APPEND / SUBTRACT are refused on it)."""
     for op in ops:
         name, kind, value = op["name"], op["config_operation"], op["value"]
         if kind == SET:
@@ -45,11 +65,11 @@ def apply_ops(ctx: BrokerContext, topic: str, ops: list[dict[str, Any]]) -> dict
         elif kind == DELETE:
             configs.pop(name, None)
         elif kind in (APPEND, SUBTRACT):
-            if name not in TOPIC_KEYS or topic_key_type(name) is not ConfigType.LIST:
+            current = current_list(name)
+            if current is None:
                 verb = "append" if kind == APPEND else "subtract"
                 raise KafkaError(ErrorCode.INVALID_CONFIG,
                                  f"Config value {verb} is not allowed for config key: {name}")
-            current = format_value(TOPIC_KEYS[name], effective[name]) or ""
             items = [i for i in current.split(",") if i]
             given = [i.strip() for i in (value or "").split(",") if i.strip()]
             if kind == APPEND:
@@ -82,6 +102,9 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, request: Request)
                                                     validate_only)
             elif kind == BROKER:
                 check_broker_resource(ctx, name, [op["name"] for op in ops])
+                if ctx.broker_configs is not None:
+                    await ctx.broker_configs.alter(name, apply_broker_ops(ctx, name, ops),
+                                                   validate_only)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}")
             responses.append(response(resource))

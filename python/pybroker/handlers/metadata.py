@@ -1,7 +1,11 @@
-"""Metadata (3): brokers, topics, partitions and leaders; auto-creates topics."""
+"""Metadata (3): brokers, topics, partitions and leaders; auto-creates topics.
+
+v10+ carry topic ids (KIP-516) and may ask for topics by id (KIP-848 consumers
+learn their assignment as topic ids and resolve them here)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from pybroker.coordination.base import TopicRecord, validate_topic_name
@@ -16,7 +20,7 @@ if TYPE_CHECKING:
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-@handles(3, (0, 8))
+@handles(3, (0, 12))
 async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     requested = body["topics"]
@@ -30,7 +34,8 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any
     if wants_all:
         topics = [topic_metadata(metadata, r) for r in list(metadata.topics.values())]
     else:
-        topics = [await lookup(ctx, t["name"], may_create) for t in requested]
+        topics = [await lookup(ctx, t["name"], may_create) if t["name"] is not None
+                  else lookup_id(ctx.metadata, bytes(t["topic_id"])) for t in requested]
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
@@ -56,9 +61,17 @@ async def lookup(ctx: BrokerContext, name: str, may_create: bool) -> dict[str, A
     return topic_metadata(ctx.metadata, record)
 
 
-def topic_error(name: str, code: ErrorCode) -> dict[str, Any]:
-    return {"error_code": int(code), "name": name, "is_internal": False, "partitions": [],
-            "topic_authorized_operations": -2147483648}
+def lookup_id(metadata: MetadataCache, topic_id: bytes) -> dict[str, Any]:
+    wanted = uuid.UUID(bytes=topic_id)
+    for record in list(metadata.topics.values()):
+        if record.topic_id == wanted:
+            return topic_metadata(metadata, record)
+    return topic_error(None, ErrorCode.UNKNOWN_TOPIC_ID) | {"topic_id": topic_id}
+
+
+def topic_error(name: str | None, code: ErrorCode) -> dict[str, Any]:
+    return {"error_code": int(code), "name": name, "topic_id": bytes(16), "is_internal": False,
+            "partitions": [], "topic_authorized_operations": -2147483648}
 
 
 def topic_metadata(metadata: MetadataCache, record: TopicRecord) -> dict[str, Any]:
@@ -79,6 +92,7 @@ def topic_metadata(metadata: MetadataCache, record: TopicRecord) -> dict[str, An
     return {
         "error_code": 0,
         "name": record.name,
+        "topic_id": record.topic_id.bytes,
         "is_internal": record.name in INTERNAL_TOPICS,
         "partitions": partitions,
         "topic_authorized_operations": -2147483648,

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pybroker.server.dispatch import Request
 
 
-@handles(8, (2, 7))
+@handles(8, (2, 9))
 async def handle_offset_commit(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     topics = [
@@ -27,6 +27,13 @@ async def handle_offset_commit(ctx: BrokerContext, request: Request) -> dict[str
                      for p in t["partitions"] or []])
         for t in body["topics"] or []
     ]
+    if request.version < 9 and ctx.groups.consumer.is_member(body["group_id"],
+                                                              body["member_id"] or ""):
+        # Kafka: a KIP-848 member must commit with v9+ (its epoch, not a generation)
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": name, "partitions": [{"partition_index": p[0],
+                                           "error_code": int(ErrorCode.UNSUPPORTED_VERSION)}
+                                          for p in parts]} for name, parts in topics]}
     pending = ctx.groups.begin_commit(
         body["group_id"], body["generation_id_or_member_epoch"], body["member_id"] or "",
         body["group_instance_id"] if request.version >= 7 else None, topics)

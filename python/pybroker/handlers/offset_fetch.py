@@ -1,9 +1,13 @@
-"""OffsetFetch (9): a group's committed offsets (v2+: all of them for null topics)."""
+"""OffsetFetch (9): a group's committed offsets (v2+: all of them for null topics;
+v8+: several groups per request; v9: a KIP-848 member's epoch is checked). v7+
+require_stable: a partition whose transactional commit waits for its marker answers
+UNSTABLE_OFFSET_COMMIT (the consumer retries), as Kafka does."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pybroker.errors import ErrorCode
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
@@ -11,18 +15,36 @@ if TYPE_CHECKING:
     from pybroker.server.dispatch import Request
 
 
-@handles(9, (1, 5))
+@handles(9, (1, 9))
 async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
-    requested = body["topics"]
+    stable = request.version >= 7 and bool(body["require_stable"])
+    if request.version >= 8:
+        return {"throttle_time_ms": 0, "groups": [
+            fetch_group(ctx, g["group_id"], g["topics"], g.get("member_id"),
+                        g.get("member_epoch", -1) if request.version >= 9 else -1, stable)
+            for g in body["groups"] or []]}
+    group = fetch_group(ctx, body["group_id"], body["topics"], None, -1, stable)
+    return {"throttle_time_ms": 0, "topics": group["topics"], "error_code": 0}
+
+
+def fetch_group(ctx: BrokerContext, group_id: str, requested: list[dict[str, Any]] | None,
+                member_id: str | None, member_epoch: int, stable: bool = False
+                ) -> dict[str, Any]:
+    code = ctx.groups.consumer.fetch_error(group_id, member_id, member_epoch)
+    if code is not None:
+        return {"group_id": group_id, "topics": [], "error_code": int(code)}
     topics = None if requested is None else [
         (t["name"], list(t["partition_indexes"] or [])) for t in requested]
-    results = ctx.groups.fetch_offsets(body["group_id"], topics)
     out = []
-    for name, parts in results:
+    for name, parts in ctx.groups.fetch_offsets(group_id, topics):
         partitions = []
         for index, entry in parts:
-            if entry is None:
+            if stable and ctx.groups.unstable_offset(group_id, name, index):
+                partitions.append({"partition_index": index, "committed_offset": -1,
+                                   "committed_leader_epoch": -1, "metadata": "",
+                                   "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT)})
+            elif entry is None:
                 partitions.append({"partition_index": index, "committed_offset": -1,
                                    "committed_leader_epoch": -1, "metadata": "",
                                    "error_code": 0})
@@ -31,4 +53,4 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> dict[str,
                                    "committed_leader_epoch": entry.leader_epoch,
                                    "metadata": entry.metadata, "error_code": 0})
         out.append({"name": name, "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": out, "error_code": 0}
+    return {"group_id": group_id, "topics": out, "error_code": 0}

@@ -150,6 +150,12 @@ class LogManager:
             if topic == record.name:
                 partition.set_config(config)
 
+    def reconfigure(self) -> None:
+        """Re-apply every open log's topic config (a dynamic broker default changed:
+        the logs that do not override it take the new value)."""
+        for partition in self.partitions.values():
+            partition.set_config(partition.config)
+
     def delete_topic(self, topic: str) -> None:
         """Close the topic's logs; rename each dir aside first so a crash mid-delete
         leaves nothing that would be loaded again (Kafka's `-delete` suffix)."""

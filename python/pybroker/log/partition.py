@@ -66,6 +66,8 @@ class Partition:
 
     def update_high_watermark(self, offset: int) -> None:
         self.high_watermark = min(max(offset, self.log.log_start_offset), self.log.log_end_offset)
+        # ended transactions whose markers are now below it need no remembering
+        self.log.last_stable_offset(self.high_watermark)
 
     def append(self, records: memoryview, leader_epoch: int) -> AppendResult:
         """Append as leader: offsets assigned here, batches stamped with leader_epoch."""

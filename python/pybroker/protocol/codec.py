@@ -204,6 +204,14 @@ class _Compiler:
         nullable = f.is_nullable(version)
         if f.is_struct:
             fn = self.decoder(f.fields, version, flexible)
+            if nullable:  # Kafka's nullable struct: an int8 marker, -1 null, 1 present
+                body.append(f"{ind}if pos >= end: raise _Mal('truncated')")
+                body.append(f"{ind}if buf[pos] == 0xFF:")
+                body.append(f"{ind}    {var} = None")
+                body.append(f"{ind}    pos += 1")
+                body.append(f"{ind}else:")
+                body.append(f"{ind}    {var}, pos = {fn}(buf, pos + 1, end)")
+                return
             body.append(f"{ind}{var}, pos = {fn}(buf, pos, end)")
             return
         if not f.is_array:
@@ -353,6 +361,13 @@ class _Compiler:
         nullable = f.is_nullable(version)
         if f.is_struct:
             fn = self.encoder(f.fields, version, flexible)
+            if nullable:  # Kafka's nullable struct: an int8 marker, -1 null, 1 present
+                body.append(f"{ind}if {v} is None:")
+                body.append(f"{ind}    {o}.append(0xFF)")
+                body.append(f"{ind}else:")
+                body.append(f"{ind}    {o}.append(1)")
+                body.append(f"{ind}    {o} = {fn}({o}, {v}, parts)")
+                return
             body.append(f"{ind}{o} = {fn}({o}, {v} if {v} is not None else {{}}, parts)")
             return
         if not f.is_array:

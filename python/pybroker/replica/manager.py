@@ -51,6 +51,18 @@ class ReplicaManager:
         partition.check_leader(current_leader_epoch)
         return partition
 
+    def replica_for(self, topic: str, index: int,
+                    current_leader_epoch: int = -1) -> ReplicaPartition:
+        """The partition when this broker holds a replica of it, leader or follower
+        of a known leader, at the epoch the client knows (a consumer may read from a
+        follower, KIP-392); else the client's KafkaError as in leader_for."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "This server does not host this topic-partition.")
+        partition.check_replica(current_leader_epoch)
+        return partition
+
     def apply_topic(self, record: TopicRecord, versions: list[int] | None = None) -> None:
         """Take on the topic's partition states (with their store versions, when
         the store keeps them): open the logs of partitions assigned to this broker,

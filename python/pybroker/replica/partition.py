@@ -139,6 +139,20 @@ class ReplicaPartition:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                              f"This broker is not the leader of {self.topic}-{self.index}")
 
+    def check_replica(self, current_leader_epoch: int = -1) -> None:
+        """As check_leader, for a read any replica may serve (a consumer fetching
+        from a follower): the epochs must match and the replica follow a leader."""
+        if self.is_leader:
+            self.check_leader(current_leader_epoch)
+            return
+        if current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH
+                             if current_leader_epoch < self.leader_epoch
+                             else ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if self.leader < 0:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             f"{self.topic}-{self.index} has no leader this broker knows of")
+
     # --- leader writes and reads ----------------------------------------------------
     def append_as_leader(self, records: memoryview, required_acks: int) -> AppendResult:
         """Append a producer's batches. acks=all is refused up front when the ISR is

@@ -66,6 +66,22 @@ class ConnectionQuotas:
                               "max.connections.per.ip.overrides is set")
         return cls(config["max.connections"], max_per_ip, overrides)
 
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """Take changed limits (dynamic broker configs): connections already open stay;
+        new ones meet the new limits, and waiters are let in if max.connections grew.
+        Limits that do not validate are logged and the old ones kept."""
+        try:
+            fresh = ConnectionQuotas.from_config(config)
+        except ConfigError as exc:
+            log.error("keeping the connection limits: %s", exc)
+            return
+        self.max_connections = fresh.max_connections
+        self.max_per_ip = fresh.max_per_ip
+        self.overrides = fresh.overrides
+        if self._freed is not None and self.total < self.max_connections:
+            self._freed.set()
+            self._freed = None
+
     def limit_for(self, host: str) -> int:
         return self.overrides.get(host, self.max_per_ip)
 

@@ -46,6 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="Reset a group's offsets (dry run unless --execute).")
     actions.add_argument("--delete", action="store_true", help="Delete a group.")
     parser.add_argument("--group", action="append", default=[], help="the consumer group")
+    parser.add_argument("--members", action="store_true",
+                        help="describe: the members (with --verbose their assignments)")
+    parser.add_argument("--state", action="store_true",
+                        help="describe: the group's coordinator, assignor, state and size")
+    parser.add_argument("--offsets", action="store_true",
+                        help="describe: offsets and lag per partition (the default)")
+    # --verbose (describe --members / --state: more columns, as Kafka's) is every tool's
+    # option (cli.py), which also shows the Kafka client's log lines on stderr
     parser.add_argument("--all-groups", action="store_true",
                         help="describe / delete / reset every group")
     parser.add_argument("--topic", action="append", default=[],
@@ -81,6 +89,15 @@ def run(args: argparse.Namespace) -> int:
         if not groups:
             raise ToolError("Option --group (or --all-groups) is required.")
         if args.describe:
+            if args.members or args.state:
+                if args.members and args.state:
+                    raise ToolError("Option --describe takes one of these options: --members, "
+                                    "--offsets, --state.")
+                for group in groups:
+                    columns, rows = tool.describe_view(group, "members" if args.members
+                                                       else "state", args.verbose)
+                    print_table(rows, columns)
+                return 0
             for group in groups:
                 print_table(tool.describe(group), DESCRIBE_COLUMNS)
             return 0
@@ -227,6 +244,29 @@ class GroupTool:
         if state == "EMPTY" or not description.members:
             print(f"\nConsumer group '{group}' has no active members.")
         return rows
+
+    def describe_view(self, group: str, view: str, verbose: bool
+                      ) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+        """--members or --state: one group's members or summary (group_views.py)."""
+        from pybroker.tools import _group_views as group_views
+
+        description = self._description(group)
+        state = state_name(description.state)
+        if state == "DEAD":
+            raise ToolError(f"Consumer group '{group}' does not exist.")
+        consumer = state_name(getattr(description, "type", "")) == "CONSUMER"
+        raw = None
+        if consumer and description.coordinator is not None:
+            raw = group_views.describe_raw(description.coordinator.host,
+                                           description.coordinator.port, group, self.timeout)
+        shown = raw["group_state"] if raw else state.title()
+        if view == "members":
+            if not description.members:
+                print(f"\nConsumer group '{group}' has no active members.")
+            return group_views.member_rows(group, description, raw, consumer=consumer,
+                                           verbose=verbose)
+        return group_views.state_row(group, description, raw, shown, consumer=consumer,
+                                     verbose=verbose)
 
     def delete(self, groups: list[str]) -> list[tuple[str, str | None]]:
         futures = self.admin.delete_consumer_groups(groups, request_timeout=self.timeout)

@@ -105,7 +105,7 @@ class TransactionCoordinator:
                     loaded.pop(txn_id, None)
                 else:
                     loaded[txn_id] = TxnMetadata.from_value(txn_id, records.decode_value(value))
-            except (ValueError, IndexError, UnicodeDecodeError, Exception) as exc:
+            except Exception as exc:  # a bad record must not stop the load
                 log.warning("skipping undecodable %s record: %s", TRANSACTION_STATE_TOPIC, exc)
         if index not in self.loading:
             return

@@ -528,6 +528,10 @@ impl Log {
         }
         self.active().deactivate()?;
         self.flush()?;
+        for s in self.segments.values() {
+            // entries a replay wrote below the recovery point
+            s.txn_index().flush()?;
+        }
         self.producers.set_map_end_offset(self.log_end_offset);
         self.producers.take_snapshot()?;
         self.closed_stats = (self.size_bytes(), self.segment_count());

@@ -8,11 +8,12 @@ from pybroker.protocol.schema import Api, Array, Field
 API = Api(
     key=3,
     name="Metadata",
-    valid_versions=(0, 8),
+    valid_versions=(0, 12),
     flexible_versions="9+",
     request=[
         Array("topics", "0+", [
-            Field("name", "string", "0+"),
+            Field("topic_id", "uuid", "10+"),
+            Field("name", "string", "0+", nullable="10+"),
         ], nullable="1+"),
         Field("allow_auto_topic_creation", "bool", "4+", default=True),
         Field("include_cluster_authorized_operations", "bool", "8-10"),
@@ -30,7 +31,8 @@ API = Api(
         Field("controller_id", "int32", "1+", default=-1),
         Array("topics", "0+", [
             Field("error_code", "int16", "0+"),
-            Field("name", "string", "0+"),
+            Field("name", "string", "0+", nullable="12+"),
+            Field("topic_id", "uuid", "10+"),
             Field("is_internal", "bool", "1+"),
             Array("partitions", "0+", [
                 Field("error_code", "int16", "0+"),

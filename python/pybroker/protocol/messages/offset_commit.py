@@ -1,4 +1,5 @@
-"""OffsetCommit (key 8): store a group's consumed offsets.
+"""OffsetCommit (key 8): store a group's consumed offsets (v9: the generation field
+carries a KIP-848 member's epoch).
 """
 
 from pybroker.protocol.schema import Api, Array, Field
@@ -6,7 +7,7 @@ from pybroker.protocol.schema import Api, Array, Field
 API = Api(
     key=8,
     name="OffsetCommit",
-    valid_versions=(2, 7),
+    valid_versions=(2, 9),
     flexible_versions="8+",
     request=[
         Field("group_id", "string", "0+"),

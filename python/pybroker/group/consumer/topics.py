@@ -1,0 +1,39 @@
+"""The topics a consumer group coordinator sees: names, ids and partition counts
+(from the broker's metadata cache; a dict in unit tests)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pybroker.metadata.cache import MetadataCache
+
+#: never matched by a regex subscription (as Kafka: internal topics are excluded)
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class TopicView(Protocol):
+    def topics(self) -> dict[str, tuple[uuid.UUID, int]]:
+        """name -> (topic id, partition count) of every topic."""
+        ...
+
+
+class MetadataTopics:
+    def __init__(self, metadata: MetadataCache) -> None:
+        self.metadata = metadata
+
+    def topics(self) -> dict[str, tuple[uuid.UUID, int]]:
+        return {name: (record.topic_id, len(record.partitions))
+                for name, record in list(self.metadata.topics.items())}
+
+
+class StaticTopics:
+    """A fixed set of topics (unit tests)."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        self.table = {name: (uuid.uuid5(uuid.NAMESPACE_URL, name), count)
+                      for name, count in counts.items()}
+
+    def topics(self) -> dict[str, tuple[uuid.UUID, int]]:
+        return dict(self.table)
