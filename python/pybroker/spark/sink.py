@@ -56,13 +56,14 @@ row is in the output topic once for read_committed readers. Limits: read_uncommi
 readers see aborted attempts too; the driver commits the tasks' transactions one by
 one, so a read_committed reader can see part of a batch for the few milliseconds of
 that loop, and if the driver dies inside it until the restarted query replays the
-batch; a task's transaction stays open until the driver commits it, so the batch
-must finish within ``kafka.transaction.timeout.ms`` (default 60000, capped by the
-broker's ``transaction.max.timeout.ms``) or its commit fails and the batch is
-written again; and speculative execution makes two attempts fence each other (the
-batch then fails and is replayed). The open transactions also hold back the
-last stable offset of every partition they touch until the driver commits, as any
-Kafka transaction does.
+batch (a batch write without ``queryId`` is not replayed: it stays partly committed,
+the rest aborted at its timeout); a task's transaction stays open until the driver
+commits it, so the batch must finish within ``kafka.transaction.timeout.ms``
+(default 60000, capped by the broker's ``transaction.max.timeout.ms``) or its commit
+fails and the batch is written again; and speculative execution makes two attempts
+fence each other (the batch then fails and is replayed). The open transactions also
+hold back the last stable offset of every partition they touch until the driver
+commits, as any Kafka transaction does.
 
 Spark lets Python streaming sinks run in the ``append`` output mode only. For
 ``update``/``complete`` (running aggregates), write each micro-batch from

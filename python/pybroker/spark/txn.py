@@ -14,7 +14,11 @@ Marker records (``pybroker.spark.sink``) are read with ``read_marker_records``,
 which resolves transactions itself instead of using read_committed: a
 transactional record counts once its producer's COMMIT marker follows it. A
 read_committed Fetch would stop at the last stable offset, so a transaction left
-open by a crashed driver could hide a marker committed after it.
+open by a crashed driver could hide a marker committed after it. EndTxn answers
+before the coordinator has written the COMMIT markers; a task reads the markers
+after its own InitProducerId, which the coordinator holds off
+(CONCURRENT_TRANSACTIONS, retried) until the id's previous transaction is complete,
+so the task's own marker of an earlier attempt is resolved by then.
 """
 
 from __future__ import annotations
