@@ -27,6 +27,7 @@ def main() -> None:
     writer = (spark.readStream.format("pybroker")
               .option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", src).option("startingOffsets", "earliest")
+              .option("kafka.isolation.level", "read_committed")
               .option("maxOffsetsPerTrigger", "300").load()
               .selectExpr("key", "value")
               .writeStream.format("pybroker")

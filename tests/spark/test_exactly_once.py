@@ -1,7 +1,7 @@
 """The sink's exactly-once mode (``exactlyOnce=true``) with real PySpark and a real
 broker: what read_committed readers see after a clean write, after a task killed
 mid-write and retried, and after a streaming query killed with kill -9 and
-restarted from its checkpoint.
+restarted from its checkpoint (reading a transactional input read_committed).
 
 The SparkSession is ``local[2,3]``: local mode retries a failed task only when the
 master names a failure budget.
@@ -144,10 +144,20 @@ def test_streaming_killed_and_restarted_from_checkpoint_does_not_duplicate(
     create_topic(broker.bootstrap, src, 2)
     create_topic(broker.bootstrap, dst, 2)
     n = 3000
-    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
-    for i in range(n):
-        p.produce(src, key=b"k%d" % (i % 11), value=b"r%05d" % i, partition=i % 2)
-    assert p.flush(30) == 0
+    # the input is transactional too, with aborted records the job (reading
+    # read_committed) must not pass on
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20,
+                  "transactional.id": f"src-{topic_name}"})
+    p.init_transactions(30)
+    for chunk in range(3):
+        p.begin_transaction()
+        for i in range(chunk * 1000, (chunk + 1) * 1000):
+            p.produce(src, key=b"k%d" % (i % 11), value=b"r%05d" % i, partition=i % 2)
+        p.commit_transaction(30)
+        p.begin_transaction()
+        p.produce(src, value=b"aborted", partition=chunk % 2)
+        p.flush(30)
+        p.abort_transaction(30)
     ckpt = tmp_path / "ckpt"
     args = [sys.executable, str(JOB), broker.bootstrap, src, dst, str(ckpt)]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
