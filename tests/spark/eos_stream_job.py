@@ -22,10 +22,16 @@ import pybroker.spark  # noqa: E402
 
 
 def slowly(batches: Iterator[Any]) -> Iterator[Any]:
-    """Rows pass through in batches of 50, 0.2 s apart: a task's write spans several
-    Produce requests and about a second, so a kill -9 can land in the middle."""
+    """Rows pass through in batches of 50, 0.2 s apart, values padded to 2 KB (so
+    each batch fills PySpark's 64 KiB output buffer and reaches the writer at
+    once): a task's write spans several Produce requests and about a second, so a
+    kill -9 can land in the middle."""
+    import pyarrow as pa
+
     for b in batches:
-        yield b
+        values = [v + b"." * 2000 for v in b.column(1).to_pylist()]
+        yield pa.RecordBatch.from_arrays([b.column(0), pa.array(values, pa.binary())],
+                                         names=["key", "value"])
         time.sleep(0.2)
 
 

@@ -190,5 +190,5 @@ def test_streaming_killed_and_restarted_from_checkpoint_does_not_duplicate(
     assert 0 < len(partial) < n, "kill -9 should land before the topic is consumed"
     subprocess.run(args + ["available-now"], env=env, check=True, timeout=240,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    assert read(spark, broker.bootstrap, dst, "read_committed") == [
+    assert [v[:6] for v in read(spark, broker.bootstrap, dst, "read_committed")] == [
         f"r{i:05d}" for i in range(n)]
