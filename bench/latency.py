@@ -12,6 +12,10 @@ Producer: acks=1, linger.ms=0 by default (a latency test; `--linger-ms 5` matche
 throughput settings). Consumer: fetch.wait.max.ms=500, fetch.min.bytes=1 (librdkafka defaults),
 so a broker that does not wake long polls on append shows it here.
 
+Meanwhile a loop-lag probe sends ApiVersions every 5 ms on a connection of its own and
+times the answers: a broker-side stall (event loop blocked, GC pause) shows there as a long
+round trip, apart from the records' path; its percentiles are printed and in the JSON.
+
 Examples:
     python bench/latency.py --peer tansu
     python bench/latency.py --rate 20000 --seconds 10 --peer 127.0.0.1:9092
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import statistics
 import struct
 import sys
@@ -39,6 +44,52 @@ except ImportError as exc:  # pragma: no cover - guidance only
     sys.exit(f"missing dependency ({exc}); run: pip install '.[bench]'")
 
 STAMP = struct.Struct(">q")
+#: loop-lag probe: ApiVersions v0 (key 18) with client id "lag", framed
+_PROBE_HEADER = struct.Struct(">ihhih")
+
+
+class LoopLagProbe(threading.Thread):
+    """ApiVersions v0 on a connection of its own every `interval` seconds. The broker
+    answers it from memory, so its round trip is how long the broker's event loop takes
+    to get to a new request: a stall (GC pause, a blocking call, a long handler step)
+    shows as one long probe, whatever the records' path is doing."""
+
+    def __init__(self, bootstrap: str, interval: float = 0.005) -> None:
+        super().__init__(name="loop-lag-probe", daemon=True)
+        host, port = bootstrap.rsplit(":", 1)
+        self.address = (host, int(port))
+        self.interval = interval
+        self.rtts_ms: list[float] = []
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        with socket.create_connection(self.address, timeout=10) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            correlation = 0
+            while not self._done.wait(self.interval):
+                correlation += 1
+                frame = _PROBE_HEADER.pack(_PROBE_HEADER.size - 4 + 3, 18, 0, correlation,
+                                           3) + b"lag"
+                t0 = time.perf_counter_ns()
+                sock.sendall(frame)
+                size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+                _recv_exact(sock, size)
+                self.rtts_ms.append((time.perf_counter_ns() - t0) / 1e6)
+
+    def stop(self) -> list[float]:
+        self._done.set()
+        self.join(timeout=15)
+        return self.rtts_ms
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("broker closed the probe connection")
+        out += chunk
+    return bytes(out)
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -48,8 +99,10 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
-def measure(bootstrap: str, rate: int, seconds: float, size: int, linger_ms: int) -> list[float]:
-    """Latencies in ms of every record sent at `rate`/s for `seconds`."""
+def measure(bootstrap: str, rate: int, seconds: float, size: int,
+            linger_ms: int) -> tuple[list[float], list[float]]:
+    """Latencies in ms of every record sent at `rate`/s for `seconds`, and the loop-lag
+    probe's round trips in ms meanwhile."""
     topic = f"latency-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, 1, 30.0)
     total = int(rate * seconds)
@@ -80,6 +133,8 @@ def measure(bootstrap: str, rate: int, seconds: float, size: int, linger_ms: int
     producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": linger_ms,
                          "batch.size": 1000000, "log_level": 0})
     padding = b"x" * (size - STAMP.size)
+    probe = LoopLagProbe(bootstrap)
+    probe.start()
     tick = 0.001  # pace in 1 ms slices: rate/1000 records per slice
     per_tick = rate * tick
     start = time.monotonic()
@@ -96,7 +151,7 @@ def measure(bootstrap: str, rate: int, seconds: float, size: int, linger_ms: int
             time.sleep(pause)
     producer.flush(30)
     done.wait(seconds + 30)
-    return latencies
+    return latencies, probe.stop()
 
 
 def summarize(values: list[float]) -> dict[str, float]:
@@ -121,31 +176,50 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=1024, help="record size in bytes")
     ap.add_argument("--linger-ms", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--pybroker-cmd", help="command that starts pybroker, before 'serve'")
+    ap.add_argument("--peer-pybroker-cmd",
+                    help="the same for a pybroker peer, e.g. another build (default: "
+                         "--pybroker-cmd)")
+    ap.add_argument("--target-label", help="name of the target in the table")
+    ap.add_argument("--peer-label", help="name of the peer in the table")
     ap.add_argument("--json", type=Path, help="write the results as JSON here")
     args = ap.parse_args(argv)
 
-    sides = [parse_side(args.target, None, None, None)]
+    sides = [parse_side(args.target, args.target_label, None, args.pybroker_cmd)]
     if args.peer != "none":
-        sides.append(parse_side(args.peer, None, None, None))
+        sides.append(parse_side(args.peer, args.peer_label, None,
+                                args.peer_pybroker_cmd or args.pybroker_cmd))
+        if sides[0].label == sides[1].label:
+            sides[0].label += "-target"
+            sides[1].label += "-peer"
     collected: dict[str, list[float]] = {s.label: [] for s in sides}
+    lags: dict[str, list[float]] = {s.label: [] for s in sides}
     for rep in range(args.repeat):
         for side in sides:
             with BrokerRun(side, 60.0, None) as run:
-                values = measure(run.bootstrap, args.rate, args.seconds, args.size,
-                                 args.linger_ms)
+                values, probe = measure(run.bootstrap, args.rate, args.seconds, args.size,
+                                        args.linger_ms)
             got = summarize(values)
+            lag = summarize(probe)
             print(f"[{side.label}] rep {rep + 1}: {got['records']} records, "
                   f"p50 {got['p50_ms']:.2f} ms, p99 {got['p99_ms']:.2f} ms, "
-                  f"p99.9 {got['p99.9_ms']:.2f} ms", flush=True)
+                  f"p99.9 {got['p99.9_ms']:.2f} ms; loop-lag probe p99 {lag['p99_ms']:.2f} "
+                  f"max {lag['max_ms']:.2f} ms", flush=True)
             collected[side.label].extend(values)
+            lags[side.label].extend(probe)
 
     summary = {label: summarize(values) for label, values in collected.items()}
+    lag_summary = {label: summarize(values) for label, values in lags.items()}
     print(f"\nend-to-end latency, {args.rate:,} records/s of {args.size} B, "
           f"linger.ms={args.linger_ms}, {args.seconds:g} s x {args.repeat}")
     labels = list(summary)
     print(f"  {'':12}" + "".join(f"{label:>18}" for label in labels))
     for key in ("records", "p50_ms", "p99_ms", "p99.9_ms", "max_ms", "mean_ms"):
         row = "".join(f"{summary[label][key]:>18,.2f}" for label in labels)
+        print(f"  {key:12}{row}")
+    print("loop-lag probe (ApiVersions round trip every 5 ms on its own connection)")
+    for key in ("records", "p50_ms", "p99_ms", "p99.9_ms", "max_ms"):
+        row = "".join(f"{lag_summary[label][key]:>18,.2f}" for label in labels)
         print(f"  {key:12}{row}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -156,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": machine_info(),
             "settings": vars(args) | {"json": str(args.json)},
             "summary": summary,
+            "loop_lag_probe": lag_summary,
         }, indent=2, default=str))
     return 0
 

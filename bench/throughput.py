@@ -55,6 +55,9 @@ try:
 except ImportError as exc:  # pragma: no cover - guidance only
     sys.exit(f"missing dependency ({exc}); run: pip install '.[bench]'")
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import wirestats  # noqa: E402
+
 if TYPE_CHECKING:
     from typing_extensions import Self
 
@@ -415,7 +418,8 @@ def record_value(size: int, compression: str) -> bytes:
 
 
 def produce(bootstrap: str, topic: str, partitions: int, size: int, n: int,
-            timeout: float, compression: str = "none", acks: str = "1") -> float:
+            timeout: float, compression: str = "none", acks: str = "1",
+            stats: wirestats.WireStats | None = None) -> float:
     """Produce n records of `size` bytes round-robin over partitions; return seconds."""
     errors: list[str] = []
 
@@ -432,10 +436,13 @@ def produce(bootstrap: str, topic: str, partitions: int, size: int, n: int,
         "delivery.report.only.error": True,
         "message.timeout.ms": int(timeout * 1000),
         "log_level": 3,
+        **(stats.config() if stats else {}),
     })
     value = record_value(size, compression)
     # touch the connection and metadata before the clock starts
     p.list_topics(topic, timeout=10)
+    if stats:
+        stats.start(p)
     deadline = time.monotonic() + timeout
     t0 = time.perf_counter()
     pr = p.produce
@@ -445,6 +452,10 @@ def produce(bootstrap: str, topic: str, partitions: int, size: int, n: int,
                 pr(topic, value, partition=i % partitions, on_delivery=on_error)
                 break
             except BufferError:
+                # the client's queue is full (queue.buffering.max.messages): it waits
+                # for acks; how often is a figure of the broker's ack rhythm
+                if stats:
+                    stats.queue_full += 1
                 p.poll(0.01)
                 if time.monotonic() > deadline:
                     raise PhaseError(f"produce timed out after {i} records") from None
@@ -456,6 +467,8 @@ def produce(bootstrap: str, topic: str, partitions: int, size: int, n: int,
                 raise PhaseError(f"produce timed out after {i} records")
     remaining = p.flush(max(1.0, deadline - time.monotonic()))
     elapsed = time.perf_counter() - t0
+    if stats:
+        stats.stop(p)
     p.poll(0)
     if errors:
         raise PhaseError(f"delivery failed: {errors[:3]}")
@@ -465,7 +478,8 @@ def produce(bootstrap: str, topic: str, partitions: int, size: int, n: int,
 
 
 def consume(bootstrap: str, topic: str, partitions: int, size: int, n: int,
-            timeout: float, idle_timeout: float, extra: dict[str, str] | None = None) -> float:
+            timeout: float, idle_timeout: float, extra: dict[str, str] | None = None,
+            stats: wirestats.WireStats | None = None) -> float:
     """Read all n records from offset 0 of every partition via assign(); return seconds."""
     c = Consumer({
         "bootstrap.servers": bootstrap,
@@ -474,10 +488,13 @@ def consume(bootstrap: str, topic: str, partitions: int, size: int, n: int,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
         "log_level": 3,
+        **(stats.config() if stats else {}),
         **(extra or {}),
     })
     try:
         c.list_topics(topic, timeout=10)
+        if stats:
+            stats.start(c)
         got = 0
         bad = 0
         t0 = time.perf_counter()
@@ -503,6 +520,8 @@ def consume(bootstrap: str, topic: str, partitions: int, size: int, n: int,
             if now > deadline:
                 raise PhaseError(f"consume timed out at {got}/{n} records")
         elapsed = time.perf_counter() - t0
+        if stats:
+            stats.stop(c)
         if bad:
             raise PhaseError(f"{bad} records had the wrong size")
         if got != n:
@@ -553,12 +572,18 @@ class Results:
                 for m in metrics:
                     vals = [r[m] for r in ok if r.get(m) is not None]
                     med[m] = statistics.median(vals) if vals else None
+                wire = [wirestats.derived(r["wire"]) for r in ok if r.get("wire")]
+                for _name, m, _digits in wirestats.ROWS:
+                    vals = [w[m] for w in wire if w.get(m) is not None]
+                    if vals:
+                        med[m] = statistics.median(vals)
                 side["median"] = med
                 side["ok_runs"] = len(ok)
             if len(labels) == 2 and all(lb in case["sides"] for lb in labels):
                 a, b = (case["sides"][lb]["median"] for lb in labels)
                 case["ratio"] = {
-                    m: (a[m] / b[m] if a[m] is not None and b[m] else None) for m in metrics
+                    m: (a[m] / b[m] if a.get(m) is not None and b.get(m) else None)
+                    for m in (*metrics, *(key for _n, key, _d in wirestats.ROWS))
                 }
 
     def to_json(self) -> dict[str, Any]:
@@ -643,17 +668,18 @@ def run_one(wl: Workload, side: Side, ops: list[str], args: argparse.Namespace,
                                     {"rep": rep, "error": "skipped: produce failed"})
                     continue
                 mon = Monitor(broker.pid)
+                stats = wirestats.WireStats() if args.wire_stats else None
                 client0 = os.times()
                 try:
                     with mon:
                         if op == "produce":
                             secs = produce(broker.bootstrap, topic, wl.partitions, wl.size,
                                            wl.records, args.timeout, args.compression,
-                                           args.acks)
+                                           args.acks, stats)
                         else:
                             secs = consume(broker.bootstrap, topic, wl.partitions, wl.size,
                                            wl.records, args.timeout, args.idle_timeout,
-                                           args.consumer_config)
+                                           args.consumer_config, stats)
                 except Exception as e:  # noqa: BLE001
                     errors[op] = f"{type(e).__name__}: {e}"
                     tail = broker.log_tail()
@@ -680,11 +706,19 @@ def run_one(wl: Workload, side: Side, ops: list[str], args: argparse.Namespace,
                     "client_cpu_s": client_cpu,
                     "client_cpu_s_per_gb": client_cpu / gb,
                 }
+                if stats is not None:
+                    run["wire"] = stats.figures(wl.records, payload, secs)
                 if op in ops:
                     results.add(wl, op, side.label, run)
                 print(f"    {op:8s} {run['records_per_s']:>12,.0f} rec/s "
                       f"{run['mb_per_s']:>8.1f} MB/s  cpu/GB {fmt(run['cpu_s_per_gb'], 2)}  "
                       f"rss {fmt(run['peak_rss_mb'], 0)} MB  ({secs:.2f}s)", flush=True)
+                if stats is not None:
+                    w = wirestats.derived(run["wire"])
+                    print("             " + "  ".join(
+                        f"{name} {fmt(w.get(key), digits)}"
+                        for name, key, digits in wirestats.ROWS if w.get(key) is not None),
+                        flush=True)
     except Exception as e:  # noqa: BLE001 - broker failed to start or topic creation failed
         msg = f"{type(e).__name__}: {e}"
         print(f"    FAILED: {msg}", flush=True)
@@ -718,14 +752,16 @@ def print_tables(results: Results, labels: list[str], repeat: int) -> None:
         if len(labels) == 2:
             head += f"{'ratio':>10s}"
         print(head)
-        for name, key, digits in ROWS:
+        for name, key, digits in (*ROWS, *wirestats.ROWS):
+            if not any(key in s["median"] for s in case["sides"].values() if "median" in s):
+                continue
             row = f"  {name:16s}"
             for lb in labels:
                 side = case["sides"].get(lb)
                 if side is None or not side["ok_runs"]:
                     row += f"{'error':>18s}"
                 else:
-                    row += f"{fmt(side['median'][key], digits):>18s}"
+                    row += f"{fmt(side['median'].get(key), digits):>18s}"
             if len(labels) == 2:
                 r = case.get("ratio", {}).get(key)
                 row += f"{(f'{r:.2f}x' if r is not None else 'n/a'):>10s}"
@@ -775,6 +811,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--admin-timeout", type=float, default=30.0)
     ap.add_argument("--consumer-config", action="append", default=[], metavar="KEY=VALUE",
                     help="extra librdkafka consumer property (repeatable)")
+    ap.add_argument("--no-wire-stats", dest="wire_stats", action="store_false",
+                    help="do not collect the client's request/batch counters (librdkafka "
+                         "statistics, one report per second; on by default)")
     ap.add_argument("--json", type=Path, help="write the results as JSON here")
     ap.add_argument("--markdown", type=Path,
                     help="also render the results as markdown here (bench/report.py)")

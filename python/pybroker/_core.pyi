@@ -310,6 +310,10 @@ class PartitionLog:
     @property
     def producer_count(self) -> int:
         """Producer ids with idempotence state in this partition."""
+    def producers(self) -> list[tuple[int, int, int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp, coordinator epoch,
+        first offset of its open transaction or -1) of every producer with state
+        here, by producer id (DescribeProducers)."""
     def remove_expired_producers(self, now_ms: int, max_age_ms: int) -> int:
         """Forget producers whose last write is older than now_ms - max_age_ms
         (producer.id.expiration.ms); returns how many were forgotten."""

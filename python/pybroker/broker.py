@@ -163,6 +163,7 @@ class Broker:
         await self._register(backend)
 
         from pybroker.server.dispatch import Dispatcher
+        from pybroker.server.gc_policy import freeze_startup_heap
 
         dispatcher = Dispatcher(ctx)
         server = ConnectionServer(config, dispatcher.handle_frame, self.metrics)
@@ -186,6 +187,8 @@ class Broker:
                 tg.start_soon(isr.run)
                 for item, port in zip(self.listeners, self.bound_ports, strict=True):
                     log.info("listening on %s://%s:%d", item.name, item.host or "0.0.0.0", port)
+                # the long-lived startup heap leaves the GC's walks (tail latency)
+                freeze_startup_heap()
                 task_status.started(self.bound_ports)
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
@@ -240,7 +243,7 @@ class Broker:
         while True:
             await anyio.sleep(interval)
             try:
-                logs.write_checkpoints()
+                await logs.write_checkpoints_in_thread()  # fsyncs off the event loop
             except OSError as exc:
                 log.error("writing checkpoints failed: %s", exc)
 

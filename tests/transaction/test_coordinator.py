@@ -297,3 +297,14 @@ def test_list_filters_by_state(names: list[str], expected: list[str]) -> None:
         assert code == E.NONE and [m.transactional_id for m in listed] == expected
 
     anyio.run(main)
+
+
+def test_a_newer_leadership_wins_over_an_older_pending_load() -> None:
+    async def main() -> None:
+        c, _, _, _ = make()
+        c.partition_led(0, 1)
+        c.partition_led(0, 2)  # led again before the first load ran
+        await drain(c)
+        assert c.owned == {0: 2} and not c.loading
+
+    anyio.run(main)

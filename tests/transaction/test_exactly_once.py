@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.integration.helpers import create_topic
 from tests.transaction.txnclients import settle
@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 WORKER = Path(__file__).with_name("ctp_worker.py")
 PARTITIONS = 3
-INITIAL_RECORDS = 600
-RECORDS_PER_ROUND = 150
+#: unprocessed records of A kept before each worker starts: enough work that a
+#: worker is still busy when it is killed, little enough for the final run
+BACKLOG = 450
 KILLS = 20
 ROUNDS_MAX = 40
 #: every this many worker kills the broker is killed (kill -9) and restarted too
@@ -50,7 +51,15 @@ def test_consume_transform_produce_exactly_once_through_kill_9(
             expected.append(b"B:" + value)
         assert source.flush(30) == 0
 
-    feed(INITIAL_RECORDS)
+    progress = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "ctp-group",
+                         "isolation.level": "read_committed"})
+
+    def backlog() -> int:
+        committed = progress.committed([TopicPartition("ctp-a", p) for p in range(PARTITIONS)],
+                                       timeout=30)
+        return len(expected) - sum(max(tp.offset, 0) for tp in committed)
+
+    feed(BACKLOG)
     rng = random.Random(13)
     argv = [sys.executable, str(WORKER), b.bootstrap, "ctp-a", "ctp-b", "ctp-group", "ctp-txn",
             str(PARTITIONS), str(BATCH), str(PAUSE_MS)]
@@ -60,7 +69,7 @@ def test_consume_transform_produce_exactly_once_through_kill_9(
         for _ in range(ROUNDS_MAX):
             if kills >= KILLS:
                 break
-            feed(RECORDS_PER_ROUND)
+            feed(max(0, BACKLOG - backlog()))
             worker = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
             time.sleep(rng.uniform(0.5, 3.0))
             if worker.poll() is not None:  # it caught up before the kill
@@ -84,6 +93,7 @@ def test_consume_transform_produce_exactly_once_through_kill_9(
                 worker.wait(10)
     finally:
         log.close()
+        progress.close()
 
     got = settle(b.bootstrap, "ctp-b", list(range(PARTITIONS)), "read_committed")
     duplicates = len(got) - len(set(got))

@@ -249,3 +249,34 @@ def test_require_stable_offset_fetch_waits_for_the_marker(broker: Broker,
                         == (0, 5), what="the stable offset")
     finally:
         consumer.close()
+
+
+def test_offsets_of_a_subscribed_member_carry_its_generation(broker: Broker,
+                                                              topic_name: str) -> None:
+    """send_offsets_to_transaction with a group member's metadata: TxnOffsetCommit v3
+    carries its generation and member id, which the group coordinator checks."""
+    create_topic(broker.bootstrap, topic_name, partitions=1)
+    source = txn_producer(broker.bootstrap, f"src-{uuid.uuid4().hex[:8]}")
+    source.init_transactions(30)
+    source.begin_transaction()
+    source.produce(topic_name, value=b"in", partition=0)
+    source.commit_transaction(30)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic_name])
+        msg = wait_for(lambda: (m := consumer.poll(0.5)) is not None and m.error() is None
+                       and m, what="the record as a group member")
+        p = txn_producer(broker.bootstrap, f"tx-{uuid.uuid4().hex[:8]}")
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.send_offsets_to_transaction([TopicPartition(topic_name, 0, msg.offset() + 1)],
+                                      consumer.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        assert wait_for(lambda: consumer.committed([TopicPartition(topic_name, 0)],
+                                                   timeout=10)[0].offset == msg.offset() + 1,
+                        what="the member's committed offset")
+    finally:
+        consumer.close()

@@ -19,6 +19,7 @@ from pybroker.handlers import (  # noqa: F401
     describe_transactions,
     end_txn,
     describe_log_dirs,
+    describe_producers,
     fetch,
     find_coordinator,
     heartbeat,

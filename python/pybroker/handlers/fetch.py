@@ -2,9 +2,10 @@
 
 A fetch answers at once when it has `min_bytes`, else waits in the purgatory
 (woken when a high watermark moves) until it has them or `max_wait_ms` passes.
-Consumers read only from the leader, and only up to the high watermark (with
-isolation_level=1, read_committed, up to the last stable offset, with the
-aborted transactions of the range). Record
+Consumers read up to the high watermark (with isolation_level=1, read_committed, up
+to the last stable offset, with the aborted transactions of the range), from the
+leader or (Fetch v11+, KIP-392) from a follower; with `replica.selector.class` the
+leader sends a consumer with a rack to a replica on its rack (preferred_read_replica). Record
 bytes come back as file slices that the connection sends with sendfile(2). Fetch sessions (KIP-227)
 are not kept: session_id is always 0, so every fetch is a full one."""
 
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pybroker import _core
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
+from pybroker.replica.selector import preferred_read_replica
 
 if TYPE_CHECKING:
     from pybroker.handlers.context import BrokerContext
@@ -32,8 +34,12 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     deadline = request.received_ms + max(0, body["max_wait_ms"]) / 1000
     min_bytes = body["min_bytes"]
     follower = body["replica_id"] if body["replica_id"] >= 0 else None
+    # KIP-392: a consumer on Fetch v11+ may read from a follower, and is told which
+    # replica to read from when the leader's replica selector picks another one
+    consumer_v11 = follower is None and request.version >= 11
+    rack = body["rack_id"] if consumer_v11 else ""
     while True:
-        topics, total, errors, partitions = read_all(ctx, body, follower)
+        topics, total, errors, partitions = read_all(ctx, body, follower, consumer_v11, rack)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or remaining <= 0 or not partitions:
             if total and follower is None:
@@ -47,6 +53,7 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
 
 def read_all(
     ctx: BrokerContext, body: dict[str, Any], follower: int | None = None,
+    any_replica: bool = False, client_rack: str = "",
 ) -> tuple[list[dict[str, Any]], int, bool, list[ReplicaPartition]]:
     """One pass over the requested partitions: (responses, bytes, any error, partitions).
 
@@ -67,10 +74,26 @@ def read_all(
         for p in topic["partitions"]:
             index = p["partition"]
             try:
-                partition = ctx.replicas.leader_for(name, index, p["current_leader_epoch"])
+                if any_replica:
+                    partition = ctx.replicas.replica_for(name, index, p["current_leader_epoch"])
+                else:
+                    partition = ctx.replicas.leader_for(name, index, p["current_leader_epoch"])
             except KafkaError as exc:
                 errors = True
                 results.append(partition_error(index, exc.code))
+                continue
+            preferred = preferred_read_replica(
+                ctx.config["replica.selector.class"], partition, client_rack,
+                {b.node_id: b.rack for b in ctx.metadata.brokers.values()},
+                int(time.monotonic() * 1000)) if client_rack else -1
+            if preferred >= 0:
+                # sent elsewhere: no records from here (Kafka answers this way too)
+                results.append({**partition_error(index, ErrorCode.NONE),
+                                "high_watermark": partition.high_watermark,
+                                "last_stable_offset": partition.high_watermark,
+                                "log_start_offset": partition.log_start_offset,
+                                "preferred_read_replica": preferred})
+                errors = True  # answer now: the consumer has somewhere else to go
                 continue
             seen.append(partition)
             if follower is not None:

@@ -264,8 +264,6 @@ class ReplicaPartition:
         target = min(leader_high_watermark, self.log_end_offset)
         if target != self.high_watermark:
             self.log.update_high_watermark(target)
-            # transactions whose markers are now below it need no remembering
-            self.log.log.last_stable_offset(target)
             self.purgatory.notify(self._hw_key)
 
     def truncate_to(self, offset: int) -> None:

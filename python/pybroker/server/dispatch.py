@@ -11,7 +11,7 @@ from pybroker import protocol
 from pybroker.errors import ErrorCode
 from pybroker.handlers.registry import HANDLERS
 from pybroker.server.bad_requests import RateLimitedLog
-from pybroker.server.connection import Connection
+from pybroker.server.connection import SMALL_FRAME_BYTES, Connection
 
 if TYPE_CHECKING:
     from pybroker.handlers.context import BrokerContext
@@ -22,6 +22,8 @@ refused = RateLimitedLog(log)
 
 API_VERSIONS_KEY = 18
 PRODUCE_KEY = 0
+#: produce acks of requests up to this size are held to go out together (see handle_frame)
+COALESCE_REQUEST_BYTES = SMALL_FRAME_BYTES
 
 
 @dataclasses.dataclass
@@ -72,8 +74,13 @@ class Dispatcher:
                         header.api_version)
             return False
         # only produce acks are held back to be sent together; anything else (a fetch
-        # may long-poll) first lets earlier answers go
-        coalesce = header.api_key == PRODUCE_KEY
+        # may long-poll) first lets earlier answers go. Holding pays only for small
+        # requests (a send per tiny request was a third of the broker's time at
+        # linger.ms=0); a large request's ack goes at once, with those held before it,
+        # as Kafka sends each response when it is ready: held behind the next large
+        # request being read, acks of a pipelining producer came back in bursts and
+        # doubled its request latency (issue 18, bench/RESULTS.md)
+        coalesce = header.api_key == PRODUCE_KEY and len(frame) <= COALESCE_REQUEST_BYTES
         if not coalesce:
             await conn.flush()
         request = Request(header, body, conn, time.monotonic())

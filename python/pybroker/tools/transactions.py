@@ -12,14 +12,20 @@ DescribeTransactions or WriteTxnMarkers. So it works against stock Kafka too.
                                 TransactionState TransactionTimeoutMs
                                 CurrentTransactionStartTimeMs TransactionDurationMs
                                 TopicPartitions
-  abort --topic --partition --producer-id --producer-epoch --coordinator-epoch
-                                write an ABORT marker for a hanging transaction to the
-                                partition's leader (WriteTxnMarkers), as Kafka's abort
-                                does once it knows the producer.
-
-`describe-producers` and `find-hanging`, and `abort --start-offset`, need
-DescribeProducers (the partition's producer state), which pybroker does not
-serve yet: they say so."""
+  describe-producers --topic --partition
+                                DescribeProducers on the partition's leader:
+                                ProducerId ProducerEpoch LatestCoordinatorEpoch
+                                LastSequence LastTimestamp CurrentTransactionStartOffset
+  abort --topic --partition (--start-offset | --producer-id --producer-epoch
+        --coordinator-epoch)    write an ABORT marker for a hanging transaction to the
+                                partition's leader (WriteTxnMarkers); with --start-offset
+                                the producer is the one whose open transaction starts
+                                there (DescribeProducers), as Kafka's abort finds it
+  find-hanging --broker-id | --topic [--partition]
+                                open transactions older than --max-transaction-timeout
+                                minutes whose producer no coordinator lists as ongoing:
+                                Topic Partition ProducerId ProducerEpoch CoordinatorEpoch
+                                StartOffset LastTimestamp Duration(min)"""
 
 from __future__ import annotations
 
@@ -38,14 +44,16 @@ HELP = "list, describe and abort transactions (kafka-transactions.sh)"
 
 TIMEOUT_MS = 5000
 CLIENT_ID = "pybroker-transactions"
-METADATA, FIND_COORDINATOR, WRITE_TXN_MARKERS = 3, 10, 27
+METADATA, FIND_COORDINATOR, WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS = 3, 10, 27, 61
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 LIST_COLUMNS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
 DESCRIBE_COLUMNS = ("CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch",
                     "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs",
                     "TransactionDurationMs", "TopicPartitions")
-NOT_SERVED = ("needs DescribeProducers (a partition's producer state), which the broker "
-              "does not serve")
+PRODUCER_COLUMNS = ("ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+                    "LastTimestamp", "CurrentTransactionStartOffset")
+HANGING_COLUMNS = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
+                   "StartOffset", "LastTimestamp", "Duration(min)")
 
 
 class ToolError(Exception):
@@ -93,17 +101,34 @@ async def _run(args: argparse.Namespace) -> int:
             print_table(await tool.list(), LIST_COLUMNS)
         elif args.action == "describe":
             print_table([await tool.describe(args.transactional_id)], DESCRIBE_COLUMNS)
+        elif args.action == "describe-producers":
+            print_table([p[:6] for p in await tool.producers(args.topic, args.partition)],
+                        PRODUCER_COLUMNS)
         elif args.action == "abort":
-            if None in (args.producer_id, args.producer_epoch, args.coordinator_epoch):
-                raise ToolError("abort --start-offset " + NOT_SERVED + "; give --producer-id, "
-                                "--producer-epoch and --coordinator-epoch")
-            await tool.abort(args.topic, args.partition, args.producer_id,
-                             args.producer_epoch, args.coordinator_epoch)
+            await abort(tool, args)
         else:
-            raise ToolError(f"{args.action} {NOT_SERVED}")
+            print_table(await tool.find_hanging(args.broker_id, args.topic, args.partition,
+                                                args.max_transaction_timeout), HANGING_COLUMNS)
         return 0
     finally:
         await tool.close()
+
+
+async def abort(tool: Tool, args: argparse.Namespace) -> None:
+    if args.start_offset is not None:
+        found = [p for p in await tool.producers(args.topic, args.partition)
+                 if p[5] == args.start_offset]
+        if not found:
+            raise ToolError(f"no open transaction starts at offset {args.start_offset} of "
+                            f"{args.topic}-{args.partition}")
+        pid, epoch, coordinator_epoch = found[0][0], found[0][1], found[0][2]
+    elif None in (args.producer_id, args.producer_epoch, args.coordinator_epoch):
+        raise ToolError("abort needs --start-offset, or --producer-id, --producer-epoch and "
+                        "--coordinator-epoch")
+    else:
+        pid, epoch, coordinator_epoch = (args.producer_id, args.producer_epoch,
+                                         args.coordinator_epoch)
+    await tool.abort(args.topic, args.partition, pid, epoch, coordinator_epoch)
 
 
 def print_table(rows: list[tuple[Any, ...]], columns: tuple[str, ...]) -> None:
@@ -167,16 +192,54 @@ class Tool:
                 state["transaction_timeout_ms"], start if start >= 0 else "None",
                 duration if duration >= 0 else "None", partitions)
 
+    async def leaders(self, topics: list[str] | None) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> leader id, of `topics` (None: every topic)."""
+        host, _, port = self.bootstrap[0].rpartition(":")
+        meta = await self._request((host, int(port)), METADATA, 1, {
+            "topics": None if topics is None else [{"name": t} for t in topics]})
+        return {(t["name"], p["partition_index"]): p["leader_id"]
+                for t in meta["topics"] for p in t["partitions"]}
+
+    async def producers(self, topic: str, partition: int) -> list[tuple[Any, ...]]:
+        """(pid, epoch, coordinator epoch, last sequence, last timestamp, txn start
+        offset) of the partition's producers, from its leader."""
+        brokers = await self.brokers()
+        leader = (await self.leaders([topic])).get((topic, partition), -1)
+        if leader not in brokers:
+            raise ToolError(f"{topic}-{partition} has no leader")
+        answer = await self._request(brokers[leader], DESCRIBE_PRODUCERS, 0, {"topics": [
+            {"name": topic, "partition_indexes": [partition]}]})
+        [part] = answer["topics"][0]["partitions"]
+        _check(part["error_code"], f"describing the producers of {topic}-{partition}")
+        return [(p["producer_id"], p["producer_epoch"], p["coordinator_epoch"],
+                 p["last_sequence"], p["last_timestamp"], p["current_txn_start_offset"])
+                for p in part["active_producers"]]
+
+    async def find_hanging(self, broker_id: int | None, topic: str | None,
+                           partition: int | None, max_minutes: int) -> list[tuple[Any, ...]]:
+        leaders = await self.leaders([topic] if topic else None)
+        wanted = [tp for tp, leader in sorted(leaders.items())
+                  if (broker_id is None or leader == broker_id)
+                  and (partition is None or tp[1] == partition)]
+        if broker_id is None and topic is None:
+            raise ToolError("find-hanging needs --broker-id or --topic")
+        ongoing = {(pid, state) for _, _, pid, state in await self.list()}
+        now = int(time.time() * 1000)
+        rows: list[tuple[Any, ...]] = []
+        for t, p in wanted:
+            for pid, epoch, coordinator_epoch, _, last_ts, start in await self.producers(t, p):
+                if start < 0 or now - last_ts < max_minutes * 60000:
+                    continue
+                if (pid, "Ongoing") in ongoing:
+                    continue  # a coordinator still has it: it will end or time out
+                rows.append((t, p, pid, epoch, coordinator_epoch, start, last_ts,
+                             (now - last_ts) // 60000))
+        return rows
+
     async def abort(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                     coordinator_epoch: int) -> None:
         brokers = await self.brokers()
-        host, _, port = self.bootstrap[0].rpartition(":")
-        meta = await self._request((host, int(port)), METADATA, 1, {"topics": [{"name": topic}]})
-        leader = -1
-        for t in meta["topics"]:
-            for p in t["partitions"]:
-                if t["name"] == topic and p["partition_index"] == partition:
-                    leader = p["leader_id"]
+        leader = (await self.leaders([topic])).get((topic, partition), -1)
         if leader not in brokers:
             raise ToolError(f"{topic}-{partition} has no leader")
         answer = await self._request(brokers[leader], WRITE_TXN_MARKERS, 0, {"markers": [{

@@ -58,8 +58,8 @@ class TransactionCoordinator:
         self.txns: dict[str, TxnMetadata] = {}
         #: partition -> coordinator epoch (its leader epoch) of the partitions loaded here
         self.owned: dict[int, int] = {}
-        #: partitions being loaded (COORDINATOR_LOAD_IN_PROGRESS)
-        self.loading: set[int] = set()
+        #: partitions being loaded (COORDINATOR_LOAD_IN_PROGRESS) -> the epoch being loaded
+        self.loading: dict[int, int] = {}
         self.sender: MarkerSender | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._queued: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
@@ -78,11 +78,12 @@ class TransactionCoordinator:
     def partition_led(self, index: int, leader_epoch: int) -> None:
         """This broker now leads __transaction_state-`index`: load it."""
         self._forget(index)
-        self.loading.add(index)
+        self.owned.pop(index, None)
+        self.loading[index] = leader_epoch
         self._spawn(self._load, index, leader_epoch)
 
     def partition_lost(self, index: int) -> None:
-        self.loading.discard(index)
+        self.loading.pop(index, None)
         self.owned.pop(index, None)
         self._forget(index)
 
@@ -91,8 +92,8 @@ class TransactionCoordinator:
             del self.txns[txn_id]
 
     async def _load(self, index: int, leader_epoch: int) -> None:
-        if index not in self.loading:
-            return  # lost again before loading
+        if self.loading.get(index) != leader_epoch:
+            return  # lost, or led again at a newer epoch, before loading
         loaded: dict[str, TxnMetadata] = {}
         count = 0
         for key, value in self.store.load(index):
@@ -107,12 +108,12 @@ class TransactionCoordinator:
                     loaded[txn_id] = TxnMetadata.from_value(txn_id, records.decode_value(value))
             except Exception as exc:  # a bad record must not stop the load
                 log.warning("skipping undecodable %s record: %s", TRANSACTION_STATE_TOPIC, exc)
-        if index not in self.loading:
+        if self.loading.get(index) != leader_epoch:
             return
         for txn_id, md in loaded.items():
             if md.state != S.DEAD:
                 self.txns[txn_id] = md
-        self.loading.discard(index)
+        del self.loading[index]
         self.owned[index] = leader_epoch
         log.info("coordinating %d transactional ids of %s-%d (coordinator epoch %d, %d records)",
                  len(loaded), TRANSACTION_STATE_TOPIC, index, leader_epoch, count)

@@ -9,8 +9,9 @@ transaction coordinator calls it for partitions led here; the WriteTxnMarkers
 handler calls it for markers sent by another broker's coordinator.
 
 Listeners (`add_marker_listener`) hear of every marker that was written and
-replicated on this broker as leader: the group coordinator completes or drops
-the transactional offset commits of __consumer_offsets with them."""
+replicated on this broker as leader (NONE answered), after the ISR has it: the
+group coordinator completes or drops the transactional offset commits of
+__consumer_offsets with them. The list is process-wide (one broker per process)."""
 
 from __future__ import annotations
 

@@ -562,6 +562,29 @@ impl PartitionLog {
         self.lock().producer_state().producer_count()
     }
 
+    /// Every producer with state here, for DescribeProducers: (producer id,
+    /// epoch, last sequence, last timestamp, coordinator epoch, first offset of
+    /// its open transaction or -1), by producer id.
+    fn producers(&self) -> Vec<(i64, i16, i32, i64, i32, i64)> {
+        let log = self.lock();
+        let mut out: Vec<_> = log
+            .producer_state()
+            .entries()
+            .map(|e| {
+                (
+                    e.producer_id,
+                    e.epoch,
+                    e.last_seq(),
+                    e.last_timestamp,
+                    e.coordinator_epoch,
+                    e.current_txn_first_offset,
+                )
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// Replace the settings of the open log (a topic config change).
     #[pyo3(signature = (
         *, segment_bytes, segment_ms, index_interval_bytes, segment_index_bytes,
