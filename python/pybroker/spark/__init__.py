@@ -21,7 +21,10 @@ partition, offset, timestamp, timestampType, and headers with
 ``failOnDataLoss``, ``includeHeaders``, ``kafka.isolation.level`` (read_committed
 drops aborted transactions, in Rust); writes take ``topic``. Extra options:
 ``fetch.max.bytes`` (bytes per Fetch, 8 MiB), ``rowsPerBatch`` (rows per Arrow batch,
-65536) and ``sinkCommitTopic`` (see ``pybroker.spark.sink``).
+65536), ``sinkCommitTopic``, and for writes ``exactlyOnce`` (a Kafka transaction per
+task, committed by the driver: read_committed readers see each batch once),
+``transactionalIdPrefix`` and ``kafka.transaction.timeout.ms`` (see
+``pybroker.spark.sink``).
 
 Streaming reads keep offsets per partition in the checkpoint (Spark's JSON), support
 ``Trigger.AvailableNow`` and resume exactly where the checkpoint says. The data source

@@ -1,10 +1,12 @@
 """A small synchronous Kafka client for the Spark data source.
 
 It speaks the wire protocol through ``pybroker.protocol`` (Metadata, ListOffsets,
-Fetch, Produce, CreateTopics) over plain sockets, so the data source works against
-any Kafka-compatible broker, not only pybroker. Fixed API versions that every broker
-since Kafka 2.1 supports (and Kafka 4 still does): Metadata v8, ListOffsets v4,
-Fetch v11, Produce v7, CreateTopics v4.
+Fetch, Produce, CreateTopics, and for the exactly-once sink FindCoordinator,
+InitProducerId, AddPartitionsToTxn, EndTxn) over plain sockets, so the data source
+works against any Kafka-compatible broker, not only pybroker. Fixed API versions that
+every broker since Kafka 2.1 supports (and Kafka 4 still does): Metadata v8,
+ListOffsets v4, Fetch v11, Produce v7, CreateTopics v4, FindCoordinator v2; the
+transaction APIs at v3 (Kafka 2.5+: InitProducerId, AddPartitionsToTxn, EndTxn).
 
 One ``KafkaClient`` per Spark task or driver call; not thread-safe. Record bytes
 are never parsed here: Fetch hands back a ``memoryview`` of the response, which
@@ -19,10 +21,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pybroker.errors import ErrorCode
 from pybroker.protocol import decode_response, encode_request
 
 METADATA, LIST_OFFSETS, FETCH, PRODUCE, CREATE_TOPICS = 3, 2, 1, 0, 19
-VERSIONS = {METADATA: 8, LIST_OFFSETS: 4, FETCH: 11, PRODUCE: 7, CREATE_TOPICS: 4}
+FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 10, 22, 24, 26
+VERSIONS = {METADATA: 8, LIST_OFFSETS: 4, FETCH: 11, PRODUCE: 7, CREATE_TOPICS: 4,
+            FIND_COORDINATOR: 2, INIT_PRODUCER_ID: 3, ADD_PARTITIONS_TO_TXN: 3, END_TXN: 3}
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
@@ -32,6 +37,11 @@ NOT_LEADER_OR_FOLLOWER = 6
 TOPIC_ALREADY_EXISTS = 36
 RETRIABLE = {UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER,
              7, 13, 14, 15, 19, 74, 75}  # + request timeout, network, loading, NER, fenced
+#: the transaction coordinator moved, is loading, or is still writing the markers
+#: of the previous transaction: find it again and retry
+TXN_RETRIABLE = {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                 ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS}
+TXN_COORDINATOR = 1  # FindCoordinator key_type
 
 LATEST = -1
 EARLIEST = -2
@@ -280,8 +290,10 @@ class KafkaClient:
 
     # -- produce -------------------------------------------------------------------
     def produce(self, batches: dict[TopicPartition, list[bytes]], acks: int = -1,
-                timeout_ms: int = 30000) -> None:
-        """Send record batches (one request per leader); raises on any error."""
+                timeout_ms: int = 30000, transactional_id: str | None = None) -> None:
+        """Send record batches (one request per leader); raises on any error.
+        Transactional batches carry their producer id/epoch/sequence already
+        (``pybroker.spark.txn``); ``transactional_id`` names their transaction."""
         pending = dict(batches)
         for _ in range(RETRIES_MAX):
             by_leader: dict[int, dict[str, list[dict[str, Any]]]] = {}
@@ -291,7 +303,8 @@ class KafkaClient:
                     {"index": tp[1], "records": b"".join(bs)})
             failed: dict[TopicPartition, list[bytes]] = {}
             for leader, topics in by_leader.items():
-                body = {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms,
+                body = {"transactional_id": transactional_id, "acks": acks,
+                        "timeout_ms": timeout_ms,
                         "topic_data": [{"name": t, "partition_data": ps}
                                        for t, ps in topics.items()]}
                 try:
@@ -329,3 +342,86 @@ class KafkaClient:
         if code not in (NONE, TOPIC_ALREADY_EXISTS):
             raise KafkaError(code, f"CreateTopics {name}")
         self.partitions_for(name, auto_create=True)
+
+    # -- transactions ----------------------------------------------------------------
+    def _coordinator(self, transactional_id: str) -> _Connection:
+        """A connection to the transaction coordinator of ``transactional_id``."""
+        for _ in range(RETRIES_MAX):
+            resp = self._any().request(FIND_COORDINATOR, {
+                "key": transactional_id, "key_type": TXN_COORDINATOR})
+            code = resp["error_code"]
+            if code == NONE:
+                node = resp["node_id"]
+                self._brokers[node] = (resp["host"], resp["port"])
+                return self._node(node)
+            if code not in TXN_RETRIABLE:
+                raise KafkaError(code, f"FindCoordinator {transactional_id!r}")
+            time.sleep(RETRY_BACKOFF_S)
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                         f"FindCoordinator {transactional_id!r}")
+
+    def _txn_call(self, transactional_id: str, api_key: int, body: dict[str, Any],
+                  what: str) -> dict[str, Any]:
+        """One request to the coordinator, re-finding it and retrying while it
+        answers a retriable transaction error; other errors raise KafkaError."""
+        code = NONE
+        for _ in range(RETRIES_MAX):
+            try:
+                resp = self._coordinator(transactional_id).request(api_key, body)
+            except OSError:  # the coordinator's broker went away: find it again
+                self.close()
+                time.sleep(RETRY_BACKOFF_S)
+                continue
+            code = _txn_error(api_key, resp)
+            if code == NONE:
+                return resp
+            if code not in TXN_RETRIABLE:
+                raise KafkaError(code, what)
+            time.sleep(RETRY_BACKOFF_S)
+        raise KafkaError(code, what + ": retries exhausted")
+
+    def init_producer_id(self, transactional_id: str,
+                         transaction_timeout_ms: int) -> tuple[int, int]:
+        """InitProducerId for a transactional id: (producer id, epoch). The
+        coordinator bumps the epoch, which fences every older producer with this
+        id, and aborts the transaction such a producer left open."""
+        resp = self._txn_call(transactional_id, INIT_PRODUCER_ID, {
+            "transactional_id": transactional_id,
+            "transaction_timeout_ms": transaction_timeout_ms,
+            "producer_id": -1, "producer_epoch": -1,
+        }, f"InitProducerId {transactional_id!r}")
+        return int(resp["producer_id"]), int(resp["producer_epoch"])
+
+    def add_partitions_to_txn(self, transactional_id: str, producer_id: int, epoch: int,
+                              tps: list[TopicPartition]) -> None:
+        """AddPartitionsToTxn: the partitions must be in the transaction before
+        its first Produce to them."""
+        topics: dict[str, list[int]] = {}
+        for t, p in sorted(tps):
+            topics.setdefault(t, []).append(p)
+        self._txn_call(transactional_id, ADD_PARTITIONS_TO_TXN, {
+            "v3_and_below_transactional_id": transactional_id,
+            "v3_and_below_producer_id": producer_id,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": t, "partitions": ps}
+                                    for t, ps in topics.items()],
+        }, f"AddPartitionsToTxn {transactional_id!r}")
+
+    def end_txn(self, transactional_id: str, producer_id: int, epoch: int,
+                commit: bool) -> None:
+        """EndTxn: commit or abort. A retried commit of a committed transaction
+        succeeds (Kafka answers NONE while the epoch is unchanged)."""
+        self._txn_call(transactional_id, END_TXN, {
+            "transactional_id": transactional_id, "producer_id": producer_id,
+            "producer_epoch": epoch, "committed": commit,
+        }, f"EndTxn({'commit' if commit else 'abort'}) {transactional_id!r}")
+
+
+def _txn_error(api_key: int, resp: dict[str, Any]) -> int:
+    """The error of a transaction API response; AddPartitionsToTxn answers per
+    partition (the first error that is not OPERATION_NOT_ATTEMPTED wins)."""
+    if api_key != ADD_PARTITIONS_TO_TXN:
+        return int(resp["error_code"])
+    codes = [p["partition_error_code"] for t in resp["results_by_topic_v3_and_below"]
+             for p in t["results_by_partition"]]
+    return next((c for c in codes if c not in (NONE, ErrorCode.OPERATION_NOT_ATTEMPTED)), NONE)

@@ -30,6 +30,41 @@ acknowledged its records and before its own marker: its records of that batch ar
 published again (at-least-once for that task), as with any non-transactional
 Kafka producer.
 
+Exactly-once mode (option ``exactlyOnce=true``; batch and streaming) closes that
+window with Kafka transactions, one per task. Each task's writer
+
+1. sends InitProducerId for the transactional id ``<prefix>-<task partition id>``
+   (prefix: option ``transactionalIdPrefix``, else ``pybroker-spark-<Q>`` with Q the
+   streaming query id or the ``queryId`` option, else a random id per batch write
+   job). The epoch bump fences a retried task's zombie and aborts what it left open;
+2. skips the batch, as above, if the markers say it was published (markers are read
+   committed-only, see ``pybroker.spark.txn``);
+3. adds each partition to the transaction (AddPartitionsToTxn) before producing to it,
+   produces its rows and then its marker ``Q/<id> -> B`` *in the same transaction*;
+4. returns without ending the transaction: the commit message carries its
+   (transactional id, producer id, epoch).
+
+The driver's ``commit`` then sends EndTxn(commit) for every task's transaction and
+writes ``Q -> B``; ``abort`` (a task failed for good) aborts them. So a
+read_committed reader (``kafka.isolation.level=read_committed``) sees a batch only
+once every task of it succeeded, and never a killed attempt's records (its retry's
+InitProducerId aborted them); a task's rows and its marker commit together, so a
+replayed batch skips exactly the tasks whose transactions committed and rewrites the
+rest. End to end, with Spark's offsets in the checkpoint and a deterministic query
+(a replayed micro-batch has the same rows in the same task partitions), every input
+row is in the output topic once for read_committed readers. Limits: read_uncommitted
+readers see aborted attempts too; the driver commits the tasks' transactions one by
+one, so a read_committed reader can see part of a batch for the few milliseconds of
+that loop, and if the driver dies inside it until the restarted query replays the
+batch (a batch write without ``queryId`` is not replayed: it stays partly committed,
+the rest aborted at its timeout); a task's transaction stays open until the driver
+commits it, so the batch must finish within ``kafka.transaction.timeout.ms``
+(default 60000, capped by the broker's ``transaction.max.timeout.ms``) or its commit
+fails and the batch is written again; and speculative execution makes two attempts
+fence each other (the batch then fails and is replayed). The open transactions also
+hold back the last stable offset of every partition they touch until the driver
+commits, as any Kafka transaction does.
+
 Spark lets Python streaming sinks run in the ``append`` output mode only. For
 ``update``/``complete`` (running aggregates), write each micro-batch from
 ``foreachBatch`` with the batch writer and the options ``queryId`` (any stable name)
@@ -40,8 +75,9 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -55,8 +91,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from pybroker._core import build_batch, build_batch_arrow, decode_columns, key_partitions
+from pybroker._core import build_batch, build_batch_arrow, key_partitions
 from pybroker.spark.client import KafkaClient, TopicPartition
+from pybroker.spark.txn import TaskTransaction, TxnHandle, end_all, read_marker_records
 
 try:  # Spark >= 4.1
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamBase
@@ -70,6 +107,8 @@ RECORD_OVERHEAD_BYTES = 24
 MARKER_TOPIC_DEFAULT = "_pybroker_spark_sinks"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
+TXN_TIMEOUT_MS_DEFAULT = 60000  # Kafka producer's transaction.timeout.ms
+TXN_PREFIX = "pybroker-spark-"
 
 
 @dataclass(frozen=True)
@@ -80,6 +119,9 @@ class SinkOptions:
     columns: tuple[str, ...]
     query_id: str | None = None
     batch_id: int | None = None
+    exactly_once: bool = False
+    txn_prefix: str | None = None
+    txn_timeout_ms: int = TXN_TIMEOUT_MS_DEFAULT
 
     @staticmethod
     def parse(options: Any, schema: StructType) -> SinkOptions:
@@ -95,9 +137,19 @@ class SinkOptions:
         query_id, batch_id = options.get("queryId"), options.get("batchId")
         if (query_id is None) != (batch_id is None):
             raise ValueError("options 'queryId' and 'batchId' go together")
+        exactly_once = (options.get("exactlyOnce") or "false").lower()
+        if exactly_once not in ("true", "false"):
+            raise ValueError(f"exactlyOnce {exactly_once!r}: true or false")
+        timeout = options.get("kafka.transaction.timeout.ms")
         return SinkOptions(bootstrap, topic,
                            options.get("sinkCommitTopic") or MARKER_TOPIC_DEFAULT, columns,
-                           query_id, None if batch_id is None else int(batch_id))
+                           query_id, None if batch_id is None else int(batch_id),
+                           exactly_once == "true", options.get("transactionalIdPrefix"),
+                           TXN_TIMEOUT_MS_DEFAULT if timeout is None else int(timeout))
+
+    def transactional_id(self, query_id: str | None, task_id: int) -> str:
+        prefix = self.txn_prefix or TXN_PREFIX + (query_id or "")
+        return f"{prefix}-{task_id}"
 
 
 @dataclass
@@ -105,6 +157,8 @@ class KafkaCommitMessage(WriterCommitMessage):
     records: int
     skipped: bool = False
     query_id: str | None = None
+    #: exactly-once mode: the task's open transaction, for the driver to end
+    txn: TxnHandle | None = None
 
 
 def _binary(batch: pa.RecordBatch, name: str) -> pa.Array:
@@ -131,9 +185,12 @@ class _Producer:
     """Routes records to partitions and sends them in bounded batches. Grouping
     and sizing are vectorized (numpy / pyarrow); batches are encoded in Rust."""
 
-    def __init__(self, opts: SinkOptions, task_id: int) -> None:
+    def __init__(self, opts: SinkOptions, task_id: int,
+                 txn: TaskTransaction | None = None) -> None:
         self.opts = opts
-        self.client = KafkaClient(opts.bootstrap_servers, client_id="pybroker-spark-writer")
+        self.txn = txn
+        self.client = txn.client if txn is not None else KafkaClient(
+            opts.bootstrap_servers, client_id="pybroker-spark-writer")
         self.sticky = task_id
         self.count = 0
 
@@ -189,14 +246,19 @@ class _Producer:
                         [None] * len(chunk) if keys is None else keys.take(take).to_pylist(),
                         values.take(take).to_pylist(), now_ms, [headers[i] for i in chunk])
                 out.setdefault((topic, int(parts[chunk[0]])), []).append(encoded)
-        self.client.produce(out)
+        if self.txn is not None:
+            self.txn.produce(out)
+        else:
+            self.client.produce(out)
 
     def close(self) -> None:
-        self.client.close()
+        if self.txn is None:  # a transaction's client belongs to its caller
+            self.client.close()
 
 
-def _write_all(opts: SinkOptions, batches: Iterable[pa.RecordBatch], task_id: int) -> int:
-    producer = _Producer(opts, task_id)
+def _write_all(opts: SinkOptions, batches: Iterable[pa.RecordBatch], task_id: int,
+               txn: TaskTransaction | None = None) -> int:
+    producer = _Producer(opts, task_id, txn)
     try:
         for b in batches:
             producer.send(b)
@@ -206,35 +268,23 @@ def _write_all(opts: SinkOptions, batches: Iterable[pa.RecordBatch], task_id: in
 
 
 
-
 # -- streaming: markers ------------------------------------------------------------
 def read_markers(client: KafkaClient, topic: str) -> dict[str, int]:
-    """The latest value of every marker key (the marker topic is small)."""
+    """The latest committed value of every marker key (the marker topic is small)."""
     out: dict[str, int] = {}
     for p in client.partitions_for(topic):
-        tp = (topic, p)
-        offset, end = client.offset_range(tp)
-        while offset < end:
-            r = client.fetch(tp, offset, 1 << 20, max_wait_ms=0)
-            cols = decode_columns(r.records, offset, end)
-            if cols.next_offset <= offset:
-                break
-            offset = cols.next_offset
-            if len(cols):
-                from pybroker.spark.arrow import arrow_schema, to_record_batch
-
-                rb = to_record_batch(cols, topic, p, arrow_schema(False))
-                for k, v in zip(rb.column("key").to_pylist(), rb.column("value").to_pylist(),
-                                strict=True):
-                    if k is not None and v is not None:
-                        out[k.decode()] = json.loads(v)["batch_id"]
+        for k, v in read_marker_records(client, (topic, p)):
+            out[k.decode()] = json.loads(v)["batch_id"]
     return out
 
 
-def write_marker(client: KafkaClient, topic: str, key: str, batch_id: int) -> None:
+def _marker_batch(key: str, batch_id: int) -> bytes:
     value = json.dumps({"batch_id": batch_id, "time_ms": int(time.time() * 1000)}).encode()
-    batch = build_batch([key.encode()], [value], int(time.time() * 1000))
-    client.produce({(topic, 0): [batch]})
+    return build_batch([key.encode()], [value], int(time.time() * 1000))
+
+
+def write_marker(client: KafkaClient, topic: str, key: str, batch_id: int) -> None:
+    client.produce({(topic, 0): [_marker_batch(key, batch_id)]})
 
 
 def ensure_marker_topic(client: KafkaClient, topic: str) -> None:
@@ -256,15 +306,58 @@ def _write_once(opts: SinkOptions, batches: Iterable[pa.RecordBatch], task_id: i
     return KafkaCommitMessage(count, query_id=query_id)
 
 
-def _commit_markers(opts: SinkOptions, messages: list[WriterCommitMessage | None],
-                    batch_id: int) -> None:
+def _write_txn(opts: SinkOptions, batches: Iterable[pa.RecordBatch], task_id: int,
+               query_id: str | None, batch_id: int | None) -> KafkaCommitMessage:
+    """Exactly-once mode: this task's rows (and marker) in one transaction that the
+    driver ends (see the module doc)."""
+    with KafkaClient(opts.bootstrap_servers, client_id="pybroker-spark-writer") as client:
+        txn = TaskTransaction.begin(client, opts.transactional_id(query_id, task_id),
+                                    opts.txn_timeout_ms)
+        if query_id is not None and batch_id is not None:
+            task_key = f"{query_id}/{task_id}"
+            done = read_markers(client, opts.marker_topic)
+            if max(done.get(query_id, -1), done.get(task_key, -1)) >= batch_id:
+                for _ in batches:  # drain: the batch was published before
+                    pass
+                return KafkaCommitMessage(0, skipped=True, query_id=query_id)
+        try:
+            count = _write_all(opts, batches, task_id, txn)
+            if query_id is not None and batch_id is not None:
+                txn.produce({(opts.marker_topic, 0): [_marker_batch(task_key, batch_id)]})
+        except BaseException:
+            # do not leave the failed attempt's transaction holding readers back
+            # until its timeout (a retry's InitProducerId would abort it too)
+            end_all(client, [txn.handle] if txn.partitions else [], commit=False)
+            raise
+        # a transaction without partitions has nothing to end (Kafka refuses EndTxn)
+        return KafkaCommitMessage(count, query_id=query_id,
+                                  txn=txn.handle if txn.partitions else None)
+
+
+def _txn_handles(messages: list[WriterCommitMessage | None]) -> list[TxnHandle]:
+    return [m.txn for m in messages if isinstance(m, KafkaCommitMessage) and m.txn]
+
+
+def _commit(opts: SinkOptions, messages: list[WriterCommitMessage | None],
+            batch_id: int | None) -> None:
+    """Driver side: commit the tasks' transactions, then mark the batch done."""
+    handles = _txn_handles(messages)
     query_ids = {m.query_id for m in messages
                  if isinstance(m, KafkaCommitMessage) and m.query_id}
-    if not query_ids:
+    if not handles and (batch_id is None or not query_ids):
         return
     with KafkaClient(opts.bootstrap_servers) as client:
-        for q in query_ids:
-            write_marker(client, opts.marker_topic, q, batch_id)
+        end_all(client, handles, commit=True)
+        if batch_id is not None:
+            for q in query_ids:
+                write_marker(client, opts.marker_topic, q, batch_id)
+
+
+def _abort(opts: SinkOptions, messages: list[WriterCommitMessage | None]) -> None:
+    handles = _txn_handles(messages)
+    if handles:
+        with KafkaClient(opts.bootstrap_servers) as client:
+            end_all(client, handles, commit=False)
 
 
 class KafkaBatchWriter(DataSourceArrowWriter):
@@ -272,6 +365,9 @@ class KafkaBatchWriter(DataSourceArrowWriter):
     ``foreachBatch``) idempotent per batch id like the streaming sink."""
 
     def __init__(self, opts: SinkOptions) -> None:
+        if opts.exactly_once and opts.txn_prefix is None and opts.query_id is None:
+            # one job: its retried tasks share ids (fencing), other jobs do not
+            opts = replace(opts, txn_prefix=TXN_PREFIX + uuid.uuid4().hex)
         self.opts = opts
         if opts.query_id is not None:
             with KafkaClient(opts.bootstrap_servers) as client:
@@ -280,14 +376,21 @@ class KafkaBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         ctx = TaskContext.get()
         task_id = ctx.partitionId() if ctx else 0
+        if self.opts.exactly_once:
+            return _write_txn(self.opts, iterator, task_id, self.opts.query_id,
+                              self.opts.batch_id)
         if self.opts.query_id is None or self.opts.batch_id is None:
             return KafkaCommitMessage(_write_all(self.opts, iterator, task_id))
         return _write_once(self.opts, iterator, task_id, self.opts.query_id,
                            self.opts.batch_id)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        if self.opts.batch_id is not None:
-            _commit_markers(self.opts, messages, self.opts.batch_id)
+        _commit(self.opts, messages, self.opts.batch_id)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        _abort(self.opts, messages)
+
+
 class KafkaStreamWriter(_StreamBase):  # type: ignore[misc,valid-type]
     """Streaming sink, idempotent per micro-batch id (see the module doc)."""
 
@@ -302,15 +405,18 @@ class KafkaStreamWriter(_StreamBase):  # type: ignore[misc,valid-type]
         batch_id = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx else None
         query_id = ctx.getLocalProperty(QUERY_ID_PROPERTY) if ctx else None
         batches = iterator if _STREAM_ARROW else _rows_to_batches(iterator)
+        if self.opts.exactly_once:
+            return _write_txn(self.opts, batches, task_id, query_id,
+                              None if batch_id is None else int(batch_id))
         if batch_id is None or query_id is None:
             return KafkaCommitMessage(_write_all(self.opts, batches, task_id))
         return _write_once(self.opts, batches, task_id, query_id, int(batch_id))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        _commit_markers(self.opts, messages, batchId)
+        _commit(self.opts, messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass
+        _abort(self.opts, messages)
 
 
 def _rows_to_batches(rows: Iterator[Any]) -> Iterator[pa.RecordBatch]:
