@@ -27,6 +27,7 @@ from pybroker.controller.controller import Controller
 from pybroker.coordination.base import CoordinationBackend
 from pybroker.coordination.errors import BrokerIdInUse
 from pybroker.coordination.znodes import BrokerRegistration
+from pybroker.fetch.sessions import FetchSessionCache
 from pybroker.group import GroupCoordinator
 from pybroker.group.offsets import OFFSETS_TOPIC
 from pybroker.handlers.context import BrokerContext
@@ -149,7 +150,8 @@ class Broker:
             broker_id=broker_id, config=config, metadata=metadata, replicas=replicas,
             purgatory=self.purgatory, admin=admin, groups=groups,
             producer_ids=producer_ids, logs=logs, metrics=self.metrics,
-            broker_configs=broker_configs, txn=txn)
+            broker_configs=broker_configs, txn=txn,
+            fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]))
         txn.bind(ctx)
         listener = MetadataListener(backend, publisher, self.advertised[0].name)
         controller = Controller(broker_id, backend, config)

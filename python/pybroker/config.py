@@ -204,6 +204,11 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
        "Replica selector for consumer fetches; "
        "org.apache.kafka.common.replica.RackAwareReplicaSelector sends a consumer to a "
        "replica in its client.rack.", choices=(RACK_AWARE_SELECTOR,)),
+    _k("max.request.partition.size.limit", T.INT, 2000,
+       "Partitions one DescribeTopicPartitions answer holds at most.", minimum=1),
+    # --- fetch sessions (KIP-227) ---
+    _k("max.incremental.fetch.session.cache.slots", T.INT, 1000,
+       "Incremental fetch sessions the broker keeps.", minimum=0),
     _k("zookeeper.session.timeout.ms", T.INT, 18000, "ZooKeeper session timeout."),
     _k("zookeeper.connection.timeout.ms", T.INT, None,
        "Wait for a ZooKeeper connection (default zookeeper.session.timeout.ms)."),

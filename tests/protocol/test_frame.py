@@ -42,7 +42,7 @@ def test_unknown_api_key_keeps_header() -> None:
         assert info.value.header == RequestHeader(key, 0, 77, "c")
 
 
-@pytest.mark.parametrize(("key", "version"), [(0, 9), (1, 3), (1, 13), (18, 5), (18, 127),
+@pytest.mark.parametrize(("key", "version"), [(0, 11), (1, 3), (1, 18), (18, 5), (18, 127),
                                               (44, 1), (3, -1)])
 def test_unsupported_version_keeps_header(key: int, version: int) -> None:
     with pytest.raises(UnsupportedVersionError) as info:
@@ -132,11 +132,12 @@ FETCH_V12_REQUEST = (
 def test_fetch_v12_request_bytes() -> None:
     body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800,
             "isolation_level": 1, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": "t", "partitions": [
+            "topics": [{"topic": "t", "topic_id": bytes(16), "partitions": [
                 {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 5,
                  "last_fetched_epoch": 2, "log_start_offset": -1,
-                 "partition_max_bytes": 1048576}]}],
-            "forgotten_topics_data": [], "rack_id": "r1", "cluster_id": "c1"}
+                 "partition_max_bytes": 1048576, "replica_directory_id": bytes(16)}]}],
+            "forgotten_topics_data": [], "rack_id": "r1", "cluster_id": "c1",
+            "replica_state": {"replica_id": -1, "replica_epoch": -1}}
     frame = _header(1, 12) + b"\x00" + FETCH_V12_REQUEST
     header, decoded = decode_request(frame)
     assert header == RequestHeader(1, 12, 1, "c")

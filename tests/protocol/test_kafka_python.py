@@ -65,6 +65,8 @@ def _same(ours: Any, theirs: Any, path: str = "") -> None:
         assert isinstance(ours, list) and len(ours) == len(theirs), path
         for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
             _same(a, b, f"{path}[{i}]")
+    elif isinstance(theirs, uuid.UUID):
+        assert ours == theirs.bytes, f"{path}: ours {ours!r} kafka-python {theirs}"
     elif isinstance(theirs, (set, frozenset)):
         assert isinstance(ours, int), path  # kafka-python's "bitfield"; bytes are compared too
     else:

@@ -26,8 +26,10 @@ Duties while elected:
 from __future__ import annotations
 
 import logging
+import uuid
 
 import anyio
+import msgspec
 
 from pybroker.config import BrokerConfig
 from pybroker.controller import election
@@ -194,6 +196,13 @@ class Controller:
                                ) -> bool:
         """Write the states the topic's partitions should have; True when one had
         changed under the controller (try again)."""
+        if assignment.topic_id == uuid.UUID(int=0):
+            # a topic znode written before topic ids (Kafka < 2.8): the controller gives
+            # it one, once (Kafka's KafkaController.setTopicIds); the write is versioned
+            # and fenced, so one id wins, and the topics watch brings it to every broker
+            await self.backend.set_partition_assignment(
+                msgspec.structs.replace(assignment, topic_id=uuid.uuid4()), lease)
+            log.info("controller: topic %s had no topic id; assigned one", assignment.name)
         states = await self.backend.partition_states(assignment.name)
         unclean: bool | None = None
         new = {}

@@ -153,7 +153,8 @@ class TopicOps:
             except NoNodeError:
                 raise unknown_topic(name) from None
             current = _decode_assignment(name, path, data)
-            if current.topic_id != assignment.topic_id:
+            # a topic without an id (written by Kafka < 2.8) may be given one
+            if current.topic_id != assignment.topic_id and current.topic_id != ZERO_UUID:
                 raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  f"Topic '{name}' has another topic id now.")
             if len(assignment.partitions) < len(current.partitions):

@@ -20,6 +20,7 @@ from pybroker.handlers import (  # noqa: F401
     end_txn,
     describe_log_dirs,
     describe_producers,
+    describe_topic_partitions,
     fetch,
     find_coordinator,
     heartbeat,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from pybroker.admin.broker_configs import DynamicBrokerConfigs
 from pybroker.admin.topics import TopicAdmin
 from pybroker.config import BrokerConfig
+from pybroker.fetch.sessions import FetchSessionCache
 from pybroker.group.coordinator import GroupCoordinator
 from pybroker.log.manager import LogManager
 from pybroker.metadata.cache import BrokerEndpoint, MetadataCache
@@ -37,6 +38,9 @@ class BrokerContext:
     txn: TransactionCoordinator | None = None
     #: dynamic broker configs (None: every broker key is static, as in unit tests)
     broker_configs: DynamicBrokerConfigs | None = None
+    #: incremental fetch sessions (KIP-227)
+    fetch_sessions: FetchSessionCache = dataclasses.field(
+        default_factory=lambda: FetchSessionCache(1000))
 
     @property
     def endpoint(self) -> BrokerEndpoint:

@@ -1,9 +1,10 @@
-"""CreateTopics (19)."""
+"""CreateTopics (19); v5+ answers with the topic's shape and configs, v7+ its id."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pybroker.config import ConfigSource
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
 
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
     from pybroker.server.dispatch import Request
 
 
-@handles(19, (2, 4))
+@handles(19, (2, 7))
 async def handle_create_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     names = [t["name"] for t in body["topics"]]
@@ -26,7 +27,7 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> dict[str
         assignments = [a["broker_ids"] for a in sorted(topic["assignments"],
                                                         key=lambda a: a["partition_index"])]
         try:
-            await ctx.admin.create_topic(
+            record = await ctx.admin.create_topic(
                 name,
                 topic["num_partitions"],
                 topic["replication_factor"],
@@ -38,7 +39,18 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> dict[str
         except KafkaError as exc:
             results.append(result(name, exc.code, exc.message))
             continue
-        results.append(result(name, ErrorCode.NONE, None))
+        created = result(name, ErrorCode.NONE, None)
+        if record is not None:
+            created |= {
+                "topic_id": record.topic_id.bytes,
+                "num_partitions": len(record.partitions),
+                "replication_factor": record.replication_factor,
+                # the overrides given; the rest are the broker's defaults
+                "configs": [{"name": k, "value": v, "read_only": False, "is_sensitive": False,
+                             "config_source": int(ConfigSource.DYNAMIC_TOPIC_CONFIG)}
+                            for k, v in sorted(record.configs.items())],
+            }
+        results.append(created)
     return {"throttle_time_ms": 0, "topics": results}
 
 

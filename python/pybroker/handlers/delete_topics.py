@@ -1,10 +1,11 @@
-"""DeleteTopics (20)."""
+"""DeleteTopics (20): by name, or (v6+) by topic id."""
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
-from pybroker.errors import KafkaError
+from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
@@ -12,14 +13,39 @@ if TYPE_CHECKING:
     from pybroker.server.dispatch import Request
 
 
-@handles(20, (1, 3))
+ZERO_UUID = uuid.UUID(int=0)
+
+
+@handles(20, (1, 6))
 async def handle_delete_topics(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    body = request.body
+    if request.version < 6:
+        wanted = [(name, ZERO_UUID) for name in body["topic_names"]]
+    else:
+        wanted = [(t["name"], uuid.UUID(bytes=bytes(t["topic_id"]))) for t in body["topics"]]
     responses = []
-    for name in request.body["topic_names"]:
+    for name, topic_id in wanted:
         try:
-            await ctx.admin.delete_topic(name, request.body["timeout_ms"])
-            code = 0
+            name, topic_id = resolve(ctx, name, topic_id)
+            await ctx.admin.delete_topic(name, body["timeout_ms"])
+            code, message = ErrorCode.NONE, None
         except KafkaError as exc:
-            code = int(exc.code)
-        responses.append({"name": name, "error_code": code})
+            code, message = exc.code, exc.message
+        responses.append({"name": name, "topic_id": topic_id.bytes, "error_code": int(code),
+                          "error_message": message})
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+def resolve(ctx: BrokerContext, name: str | None, topic_id: uuid.UUID
+            ) -> tuple[str | None, uuid.UUID]:
+    """(name, id) of a topic named by exactly one of them (Kafka's rules for v6)."""
+    if name is not None and topic_id != ZERO_UUID:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         "You may not specify both topic name and topic id.")
+    if name is not None:
+        record = ctx.metadata.topic(name)
+        return name, record.topic_id if record is not None else ZERO_UUID
+    record = ctx.metadata.topic_by_id(topic_id)
+    if record is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, "Topic id not found.")
+    return record.name, topic_id

@@ -6,8 +6,9 @@ Consumers read up to the high watermark (with isolation_level=1, read_committed,
 to the last stable offset, with the aborted transactions of the range), from the
 leader or (Fetch v11+, KIP-392) from a follower; with `replica.selector.class` the
 leader sends a consumer with a rack to a replica on its rack (preferred_read_replica). Record
-bytes come back as file slices that the connection sends with sendfile(2). Fetch sessions (KIP-227)
-are not kept: session_id is always 0, so every fetch is a full one."""
+bytes come back as file slices that the connection sends with sendfile(2). Fetch sessions
+(KIP-227) and topic ids (v13+) are resolved by pybroker.fetch.sessions: it says which
+partitions to read and trims the answer of an incremental fetch."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pybroker import _core
 from pybroker.errors import ErrorCode, KafkaError
+from pybroker.fetch.sessions import new_context
 from pybroker.handlers.registry import handles
 from pybroker.replica.selector import preferred_read_replica
 
@@ -28,23 +30,39 @@ MAX_BYTES_DEFAULT = 0x7FFFFFFF
 READ_COMMITTED = 1
 
 
-@handles(1, (4, 11))
+@handles(1, (4, 17))
 async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     deadline = request.received_ms + max(0, body["max_wait_ms"]) / 1000
     min_bytes = body["min_bytes"]
-    follower = body["replica_id"] if body["replica_id"] >= 0 else None
+    replica_id = body["replica_state"]["replica_id"] if request.version >= 15 \
+        else body["replica_id"]
+    follower = replica_id if replica_id >= 0 else None
     # KIP-392: a consumer on Fetch v11+ may read from a follower, and is told which
     # replica to read from when the leader's replica selector picks another one
     consumer_v11 = follower is None and request.version >= 11
     rack = body["rack_id"] if consumer_v11 else ""
+    session = new_context(ctx.fetch_sessions, request.version, body, follower is not None,
+                          ctx.metadata.topic_names.get)
+    if session.error:
+        return session.error_response()
+    # a consumer's incremental fetch leaves unread the partitions with nothing new (idle);
+    # not with a rack, where the replica selector may send the consumer elsewhere
+    quiet = ctx.replicas if follower is None and not rack else None
     while True:
-        topics, total, errors, partitions = read_all(ctx, body, follower, consumer_v11, rack)
+        requested, unknown, idle = session.topics(quiet)
+        topics, total, errors, partitions = read_all(ctx, body, follower, consumer_v11, rack,
+                                                     requested)
+        partitions += idle
         remaining = deadline - time.monotonic()
-        if total >= min_bytes or errors or remaining <= 0 or not partitions:
+        if total >= min_bytes or errors or unknown or remaining <= 0 or not partitions:
             if total and follower is None:
                 ctx.metrics.record_fetch(topics)
-            return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
+            session_id, answers = session.respond(topics, unknown)
+            if session.error:
+                return session.error_response() | {"session_id": session_id}
+            return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
+                    "responses": answers}
         # woken when what this fetch may read grows: a consumer reads up to the high
         # watermark, a follower up to the leader's log end
         keys = [p.leo_key if follower is not None else p.hw_key for p in partitions]
@@ -54,8 +72,11 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
 def read_all(
     ctx: BrokerContext, body: dict[str, Any], follower: int | None = None,
     any_replica: bool = False, client_rack: str = "",
+    requested: list[dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], int, bool, list[ReplicaPartition]]:
     """One pass over the requested partitions: (responses, bytes, any error, partitions).
+    `requested` (the fetch session's partitions, in fetch order) stands for the body's
+    `topics`.
 
     For a follower's fetch (`follower` is its broker id) the leader first notes
     how far the follower has got (its fetch offset) — that may move the high
@@ -68,7 +89,7 @@ def read_all(
     errors = False
     seen: list[ReplicaPartition] = []
     topics = []
-    for topic in body["topics"]:
+    for topic in body["topics"] if requested is None else requested:
         name = topic["topic"]
         results = []
         for p in topic["partitions"]:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-@handles(3, (0, 12))
+@handles(3, (0, 13))
 async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     requested = body["topics"]
@@ -35,7 +35,7 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any
         topics = [topic_metadata(metadata, r) for r in list(metadata.topics.values())]
     else:
         topics = [await lookup(ctx, t["name"], may_create) if t["name"] is not None
-                  else lookup_id(ctx.metadata, bytes(t["topic_id"])) for t in requested]
+                  else lookup_id(ctx, t["topic_id"]) for t in requested]
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
@@ -61,12 +61,12 @@ async def lookup(ctx: BrokerContext, name: str, may_create: bool) -> dict[str, A
     return topic_metadata(ctx.metadata, record)
 
 
-def lookup_id(metadata: MetadataCache, topic_id: bytes) -> dict[str, Any]:
-    wanted = uuid.UUID(bytes=topic_id)
-    for record in list(metadata.topics.values()):
-        if record.topic_id == wanted:
-            return topic_metadata(metadata, record)
-    return topic_error(None, ErrorCode.UNKNOWN_TOPIC_ID) | {"topic_id": topic_id}
+def lookup_id(ctx: BrokerContext, topic_id: bytes) -> dict[str, Any]:
+    """v12+: a topic asked for by id alone (KIP-516)."""
+    record = ctx.metadata.topic_by_id(uuid.UUID(bytes=bytes(topic_id)))
+    if record is None:
+        return topic_error(None, ErrorCode.UNKNOWN_TOPIC_ID) | {"topic_id": bytes(topic_id)}
+    return topic_metadata(ctx.metadata, record)
 
 
 def topic_error(name: str | None, code: ErrorCode) -> dict[str, Any]:

@@ -36,7 +36,7 @@ APPEND_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
 FIRST_SUPPORTED_VERSION = 3  # v0-2 carry message formats 0/1, which this broker does not store
 
 
-@handles(0, (0, 8))
+@handles(0, (0, 10))
 async def handle_produce(ctx: BrokerContext, request: Request) -> dict[str, Any] | None:
     body = request.body
     acks = body["acks"]

@@ -47,6 +47,8 @@ class LogManager:
         self.cluster_id = cluster_id
         self.dirs = [Path(d) for d in config.log_dirs]
         self.partitions: dict[tuple[str, int], Partition] = {}
+        #: the topic id each open partition's partition.metadata holds
+        self._topic_ids: dict[tuple[str, int], uuid.UUID] = {}
         self._clean: dict[Path, bool] = {}
         self._recovery_points: dict[Path, dict[tuple[str, int], int]] = {}
         self._log_starts: dict[Path, dict[tuple[str, int], int]] = {}
@@ -140,6 +142,7 @@ class LogManager:
         key = (record.name, index)
         existing = self.partitions.get(key)
         if existing is not None:
+            self.ensure_topic_id(record, index)
             return existing
         name = partition_dir_name(record.name, index)
         directory = next((d for d in self.dirs if (d / name).is_dir()), None)
@@ -148,6 +151,7 @@ class LogManager:
         path = directory / name
         path.mkdir(parents=True, exist_ok=True)
         _write_partition_metadata(path, record.topic_id)
+        self._topic_ids[key] = record.topic_id
         partition = Partition(
             record.name,
             index,
@@ -160,6 +164,16 @@ class LogManager:
         )
         self.partitions[key] = partition
         return partition
+
+    def ensure_topic_id(self, record: TopicRecord, index: int) -> None:
+        """Write the topic's id into an open partition's partition.metadata when it got
+        one late (a ZooKeeper topic created before topic ids)."""
+        key = (record.name, index)
+        partition = self.partitions.get(key)
+        if partition is None or self._topic_ids.get(key) == record.topic_id:
+            return
+        _write_partition_metadata(partition.directory, record.topic_id)
+        self._topic_ids[key] = record.topic_id
 
     def update_topic_config(self, record: TopicRecord) -> None:
         """Apply the topic's (changed) overrides to its open partitions."""
@@ -202,9 +216,40 @@ class LogManager:
         )
 
 
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def read_partition_metadata(path: Path) -> uuid.UUID | None:
+    """The topic id in `path`'s partition.metadata (None: no file, or not Kafka's format)."""
+    try:
+        lines = (path / "partition.metadata").read_text().splitlines()
+    except OSError:
+        return None
+    fields = dict(line.split(": ", 1) for line in lines if ": " in line)
+    if fields.get("version") != "0" or "topic_id" not in fields:
+        return None
+    encoded = fields["topic_id"].strip()
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
+    except ValueError:
+        return None
+
+
 def _write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
-    """Kafka's partition.metadata: the topic id, so a recreated topic is told apart."""
+    """Kafka's partition.metadata: the topic id, so a recreated topic is told apart.
+    Written once the topic has an id; a file without one (or with the zero id) is
+    replaced. A different id stays (Kafka refuses such a log: InconsistentTopicId)."""
+    if topic_id == ZERO_UUID:
+        return
+    current = read_partition_metadata(path)
+    if current == topic_id:
+        return
+    if current not in (None, ZERO_UUID):
+        log.warning("%s/partition.metadata names topic id %s, the topic's is %s", path,
+                    current, topic_id)
+        return
     target = path / "partition.metadata"
-    if not target.exists():
-        encoded = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-        target.write_text(f"version: 0\ntopic_id: {encoded}\n")
+    tmp = path / "partition.metadata.tmp"
+    encoded = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+    tmp.write_text(f"version: 0\ntopic_id: {encoded}\n")
+    os.replace(tmp, target)

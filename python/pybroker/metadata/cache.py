@@ -8,6 +8,7 @@ never from the coordination store, so a request never waits on ZooKeeper."""
 from __future__ import annotations
 
 import dataclasses
+import uuid
 
 from pybroker.coordination.base import PartitionState, TopicRecord
 
@@ -26,6 +27,9 @@ class MetadataCache:
         self.controller_id = -1
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.topics: dict[str, TopicRecord] = {}
+        #: topic id -> name (KIP-516: Fetch v13+, Metadata v10+ and DeleteTopics v6 name
+        #: topics by id; an id dies with its topic, a re-created topic gets a new one)
+        self.topic_names: dict[uuid.UUID, str] = {}
 
     # --- updates (from whoever learns of a change) --------------------------------
     def set_brokers(self, brokers: list[BrokerEndpoint]) -> None:
@@ -35,14 +39,24 @@ class MetadataCache:
         self.controller_id = broker_id
 
     def update_topic(self, record: TopicRecord) -> None:
+        old = self.topics.get(record.name)
+        if old is not None and old.topic_id != record.topic_id:
+            self.topic_names.pop(old.topic_id, None)
         self.topics[record.name] = record
+        self.topic_names[record.topic_id] = record.name
 
     def remove_topic(self, name: str) -> None:
-        self.topics.pop(name, None)
+        old = self.topics.pop(name, None)
+        if old is not None:
+            self.topic_names.pop(old.topic_id, None)
 
     # --- reads ------------------------------------------------------------------
     def topic(self, name: str) -> TopicRecord | None:
         return self.topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicRecord | None:
+        name = self.topic_names.get(topic_id)
+        return self.topics.get(name) if name is not None else None
 
     def partition(self, topic: str, index: int) -> PartitionState | None:
         record = self.topics.get(topic)

@@ -148,6 +148,19 @@ def _broker_gauges(out: Exposition, broker: BrokerContext) -> None:
     out.family("pybroker_log_flushes_total", "counter",
                "fsyncs of partition logs by the flush policy (flush.messages, flush.ms).",
                [((), getattr(broker.logs, "flushes", 0))])
+    # Kafka's NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached and
+    # IncrementalFetchSessionEvictionsPerSec (a counter here)
+    sessions = getattr(broker, "fetch_sessions", None)
+    if sessions is not None:
+        cached = list(sessions.sessions.values())
+        out.family("pybroker_fetch_sessions", "gauge", "Incremental fetch sessions cached.",
+                   [((("kind", "follower"),), sum(1 for s in cached if s.privileged)),
+                    ((("kind", "consumer"),), sum(1 for s in cached if not s.privileged))])
+        out.family("pybroker_fetch_session_partitions", "gauge",
+                   "Partitions cached in incremental fetch sessions.",
+                   [((), sessions.partitions_cached)])
+        out.family("pybroker_fetch_session_evictions_total", "counter",
+                   "Incremental fetch sessions evicted.", [((), sessions.evictions)])
     logs = sorted(broker.logs.partitions.items())
     size, segments, end, lso_lag = [], [], [], []
     for (topic, index), partition in logs:

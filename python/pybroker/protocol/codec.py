@@ -89,6 +89,8 @@ class _Compiler:
         if f.is_struct_array or f.is_array:
             return 1 if flexible else 4
         if f.is_struct:
+            if f.is_nullable(version):
+                return 1  # the null marker
             return self.struct_min_size(f.fields, version, flexible)
         return self.type_min_size(f.type, flexible)
 

@@ -8,7 +8,8 @@ its log there, so records a failed leader wrote but never committed are
 dropped rather than merely hidden below the high watermark. Then it fetches
 from its log end, appending the leader's batches unchanged (same offsets,
 epochs and bytes), and takes the leader's high watermark as far as it has the
-records."""
+records. Fetches run in an incremental fetch session (KIP-227, fetch/handler.py): after
+the first, a fetch names only the partitions whose position moved."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from pybroker import _core
 from pybroker.client.connection import BrokerConnection, BrokerUnreachable
 from pybroker.config import BrokerConfig
 from pybroker.errors import ErrorCode
+from pybroker.fetch.handler import FetchSessionHandler
 from pybroker.metadata.cache import MetadataCache
 from pybroker.replica.partition import ReplicaPartition
 
@@ -30,7 +32,7 @@ log = logging.getLogger(__name__)
 FETCH = 1
 LIST_OFFSETS = 2
 OFFSET_FOR_LEADER_EPOCH = 23
-FETCH_VERSION = 11
+FETCH_VERSION = 12
 LIST_OFFSETS_VERSION = 5
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 EARLIEST = -2
@@ -66,6 +68,7 @@ class ReplicaFetcher:
         self.states: dict[tuple[str, int], FetchState] = {}
         self._changed = anyio.Event()
         self._connection: BrokerConnection | None = None
+        self.session = FetchSessionHandler()
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
 
     def add(self, partition: ReplicaPartition) -> None:
@@ -91,6 +94,7 @@ class ReplicaFetcher:
                 progressed = await self._fetch_once(connection)
             except BrokerUnreachable as exc:
                 log.info("fetching from broker %d failed: %s", self.leader_id, exc)
+                self.session.reset()
                 progressed = False
             if not progressed:
                 await anyio.sleep(self.backoff_s)
@@ -104,6 +108,7 @@ class ReplicaFetcher:
             self._connection = BrokerConnection(
                 endpoint.host, endpoint.port, f"broker-{self.broker_id}-fetcher",
                 self.config["replica.socket.timeout.ms"] / 1000)
+            self.session.reset()
         return self._connection
 
     # --- truncation by leader epoch ---------------------------------------------------
@@ -180,23 +185,24 @@ class ReplicaFetcher:
         ready = {k: s for k, s in self.states.items() if s.truncated}
         if not ready:
             return False
-        topics: dict[str, list[dict[str, Any]]] = {}
-        for (topic, index), state in ready.items():
-            topics.setdefault(topic, []).append({
-                "partition": index, "current_leader_epoch": state.leader_epoch,
-                "fetch_offset": state.fetch_offset,
-                "log_start_offset": state.partition.log_start_offset,
-                "partition_max_bytes": self.config["replica.fetch.max.bytes"]})
+        wanted = {(topic, index): {
+            "partition": index, "current_leader_epoch": state.leader_epoch,
+            "fetch_offset": state.fetch_offset,
+            "log_start_offset": state.partition.log_start_offset,
+            "partition_max_bytes": self.config["replica.fetch.max.bytes"]}
+            for (topic, index), state in ready.items()}
         wait_ms = self.config["replica.fetch.wait.max.ms"]
         response = await connection.request(FETCH, FETCH_VERSION, {
             "replica_id": self.broker_id, "max_wait_ms": wait_ms,
             "min_bytes": self.config["replica.fetch.min.bytes"],
             "max_bytes": self.config["replica.fetch.response.max.bytes"],
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": ""},
+            "isolation_level": 0, "rack_id": ""} | self.session.build(wanted),
             timeout_s=wait_ms / 1000 + connection.timeout_s)
+        if not self.session.handle_response(response):
+            return True  # a session error: the next fetch is a full one, at once
+        # an incremental answer leaves out unchanged partitions: no answer is no error
         progressed = False
+        failed = False
         for topic in response["responses"]:
             for answer in topic["partitions"]:
                 key = (topic["topic"], answer["partition_index"])
@@ -205,7 +211,11 @@ class ReplicaFetcher:
                     continue  # removed or replaced while the fetch was out
                 if await self._apply(connection, state, answer):
                     progressed = True
-        return progressed
+                else:
+                    failed = True
+                    # sent again in the next fetch, so the leader answers it again
+                    self.session.sent.pop(key, None)
+        return progressed or not failed
 
     async def _apply(self, connection: BrokerConnection, state: FetchState,
                      answer: dict[str, Any]) -> bool:

@@ -81,10 +81,12 @@ class ReplicaManager:
                                              self.broker_id, self.purgatory,
                                              self._isr_candidate)
                 self.partitions[key] = partition
-            elif state.leader_epoch < partition.leader_epoch:
-                log.info("ignoring stale state of %s-%d at leader epoch %d (have %d)",
-                         record.name, index, state.leader_epoch, partition.leader_epoch)
-                continue
+            else:
+                self.logs.ensure_topic_id(record, index)
+                if state.leader_epoch < partition.leader_epoch:
+                    log.info("ignoring stale state of %s-%d at leader epoch %d (have %d)",
+                             record.name, index, state.leader_epoch, partition.leader_epoch)
+                    continue
             was_leader = partition.is_leader
             if state.leader == self.broker_id:
                 self.fetchers.unfollow(key)

@@ -18,6 +18,7 @@ from pybroker.protocol.messages import (
     describe_transactions,
     describe_log_dirs,
     describe_producers,
+    describe_topic_partitions,
     end_txn,
     fetch,
     find_coordinator,
@@ -81,6 +82,7 @@ APIS: dict[int, Api] = {
         consumer_group_describe,
         describe_log_dirs,
         describe_cluster,
+        describe_topic_partitions,
     )
 }
 

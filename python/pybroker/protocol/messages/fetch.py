@@ -1,7 +1,10 @@
 """Fetch (key 1): read record batches from partitions (consumers and followers).
 
 Version 12 is the first flexible one (librdkafka 2.6.0 sends it). ``records``
-in the response defaults to empty bytes, never null.
+in the response defaults to empty bytes, never null. Version 13 names topics by
+id (KIP-516); 14 only adds an error; 15 moves the replica id into the tagged
+``replica_state`` (KIP-903); 16 adds the tagged ``node_endpoints`` to the response
+(KIP-951); 17 adds the tagged ``replica_directory_id`` (KIP-853).
 """
 
 from pybroker.protocol.schema import Api, Array, Field, Struct
@@ -9,11 +12,15 @@ from pybroker.protocol.schema import Api, Array, Field, Struct
 API = Api(
     key=1,
     name="Fetch",
-    valid_versions=(4, 12),
+    valid_versions=(4, 17),
     flexible_versions="12+",
     request=[
         Field("cluster_id", "string", "12+", nullable="12+", tag=0),
         Field("replica_id", "int32", "0-14", default=-1),
+        Struct("replica_state", "15+", [
+            Field("replica_id", "int32", "15+", default=-1),
+            Field("replica_epoch", "int64", "15+", default=-1),
+        ], tag=1),
         Field("max_wait_ms", "int32", "0+"),
         Field("min_bytes", "int32", "0+"),
         Field("max_bytes", "int32", "3+", default=2147483647),
@@ -22,6 +29,7 @@ API = Api(
         Field("session_epoch", "int32", "7+", default=-1),
         Array("topics", "0+", [
             Field("topic", "string", "0-12"),
+            Field("topic_id", "uuid", "13+"),
             Array("partitions", "0+", [
                 Field("partition", "int32", "0+"),
                 Field("current_leader_epoch", "int32", "9+", default=-1),
@@ -29,10 +37,12 @@ API = Api(
                 Field("last_fetched_epoch", "int32", "12+", default=-1),
                 Field("log_start_offset", "int64", "5+", default=-1),
                 Field("partition_max_bytes", "int32", "0+"),
+                Field("replica_directory_id", "uuid", "17+", tag=0),
             ]),
         ]),
         Array("forgotten_topics_data", "7+", [
             Field("topic", "string", "7-12"),
+            Field("topic_id", "uuid", "13+"),
             Field("partitions", "[]int32", "7+"),
         ]),
         Field("rack_id", "string", "11+"),
@@ -43,6 +53,7 @@ API = Api(
         Field("session_id", "int32", "7+"),
         Array("responses", "0+", [
             Field("topic", "string", "0-12"),
+            Field("topic_id", "uuid", "13+"),
             Array("partitions", "0+", [
                 Field("partition_index", "int32", "0+"),
                 Field("error_code", "int16", "0+"),
@@ -69,5 +80,11 @@ API = Api(
                 Field("records", "records", "0+", nullable="0+", default=b""),
             ]),
         ]),
+        Array("node_endpoints", "16+", [
+            Field("node_id", "int32", "16+"),
+            Field("host", "string", "16+"),
+            Field("port", "int32", "16+"),
+            Field("rack", "string", "16+", nullable="16+"),
+        ], tag=0),
     ],
 )

@@ -1,4 +1,5 @@
-"""ListOffsets (key 2): offsets for a timestamp (-1 latest, -2 earliest).
+"""ListOffsets (key 2): offsets for a timestamp (-1 latest, -2 earliest, -3 the record
+with the largest timestamp). Version 6 is flexible; 7 allows -3 (KIP-734).
 """
 
 from pybroker.protocol.schema import Api, Array, Field
@@ -6,7 +7,7 @@ from pybroker.protocol.schema import Api, Array, Field
 API = Api(
     key=2,
     name="ListOffsets",
-    valid_versions=(1, 5),
+    valid_versions=(1, 7),
     flexible_versions="6+",
     request=[
         Field("replica_id", "int32", "0+"),

@@ -1,6 +1,8 @@
 """Metadata (key 3): brokers, topics, partitions and leaders.
 
 In v0 an empty ``topics`` array means all topics; from v1 a null array does.
+Version 9 is flexible; 10 adds topic ids (KIP-516), 12 lets a request name a topic
+by id alone (name null); 13 adds a top-level error code (KIP-1102).
 """
 
 from pybroker.protocol.schema import Api, Array, Field
@@ -8,7 +10,7 @@ from pybroker.protocol.schema import Api, Array, Field
 API = Api(
     key=3,
     name="Metadata",
-    valid_versions=(0, 12),
+    valid_versions=(0, 13),
     flexible_versions="9+",
     request=[
         Array("topics", "0+", [
@@ -46,5 +48,6 @@ API = Api(
             Field("topic_authorized_operations", "int32", "8+", default=-2147483648),
         ]),
         Field("cluster_authorized_operations", "int32", "8-10", default=-2147483648),
+        Field("error_code", "int16", "13+"),
     ],
 )

@@ -1,16 +1,18 @@
 """Produce (key 0): append record batches to partitions.
 
-The broker implements versions 3-8 (one layout) and answers 0-2 with
-UNSUPPORTED_VERSION, but all of 0-8 are declared so librdkafka keeps compression
-on. acks=0 requests get no response.
+The broker implements versions 3-10 (one layout) and answers 0-2 with
+UNSUPPORTED_VERSION, but all of 0-10 are declared so librdkafka keeps compression
+on. acks=0 requests get no response. Version 9 is flexible; 10 adds the tagged
+``current_leader`` and ``node_endpoints`` of KIP-951 (left at their defaults: no
+leader hint).
 """
 
-from pybroker.protocol.schema import Api, Array, Field
+from pybroker.protocol.schema import Api, Array, Field, Struct
 
 API = Api(
     key=0,
     name="Produce",
-    valid_versions=(0, 8),
+    valid_versions=(0, 10),
     flexible_versions="9+",
     request=[
         Field("transactional_id", "string", "3+", nullable="3+"),
@@ -38,8 +40,18 @@ API = Api(
                     Field("batch_index_error_message", "string", "8+", nullable="8+"),
                 ]),
                 Field("error_message", "string", "8+", nullable="8+"),
+                Struct("current_leader", "10+", [
+                    Field("leader_id", "int32", "10+", default=-1),
+                    Field("leader_epoch", "int32", "10+", default=-1),
+                ], tag=0),
             ]),
         ]),
         Field("throttle_time_ms", "int32", "1+"),
+        Array("node_endpoints", "10+", [
+            Field("node_id", "int32", "10+"),
+            Field("host", "string", "10+"),
+            Field("port", "int32", "10+"),
+            Field("rack", "string", "10+", nullable="10+"),
+        ], tag=0),
     ],
 )

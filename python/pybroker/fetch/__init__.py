@@ -1,0 +1,1 @@
+"""Fetch-side state kept between requests (fetch sessions)."""

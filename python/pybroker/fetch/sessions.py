@@ -1,0 +1,435 @@
+"""Incremental fetch sessions (KIP-227): the broker remembers what a fetcher asked for,
+so the next fetch names only what changed and the answer leaves out what did not.
+
+A Fetch request carries (session_id, session_epoch):
+  * epoch 0 (INITIAL): a full fetch; any session named is closed, and a new one is
+    created from this request if the cache has (or can make) room. The answer carries
+    the new session id (0 when none was cached) and every partition.
+  * epoch -1 (FINAL): a full fetch with no session ("sessionless"); the named session
+    is closed. This is also what a fetch below v7 is.
+  * epoch > 0: an incremental fetch in session `session_id`: the partitions named are
+    added or updated, `forgotten_topics_data` are removed, all others are fetched as
+    last asked. FETCH_SESSION_ID_NOT_FOUND when the session is unknown (evicted),
+    INVALID_FETCH_SESSION_EPOCH when the epoch is not the one expected,
+    FETCH_SESSION_TOPIC_ID_ERROR when the request switches between names (< v13) and
+    topic ids (v13+). The answer holds only the partitions that changed (Kafka's
+    CachedPartition rule): records, an error, a new high watermark, last stable offset
+    or log start offset, a preferred read replica or a diverging epoch. A partition
+    that answered is moved to the end of the session, so the next fetch reads the
+    others first (fairness under `max_bytes`).
+The epoch after n (n >= 0) is n + 1, wrapping to 1 after 2^31 - 1.
+
+The cache holds `max.incremental.fetch.session.cache.slots` sessions. A new session
+may take a full cache's slot (Kafka's FetchSessionCache.tryEvict) from:
+  1. the least recently used session, when it has been idle over EVICTION_MS;
+  2. else the least valuable evictable session, ordered (privileged, size, id), when
+     the newcomer is worth at least as much. Followers' sessions are privileged; a
+     session is evictable by a consumer only after EVICTION_MS from its creation, by
+     a follower at once when it is a consumer's.
+A session idle over EVICTION_MS can no longer be told apart from a dead fetcher's:
+besides rule 1, `sweep` frees such sessions at most once per SWEEP_INTERVAL_S (Kafka
+keeps them until a slot is wanted; a fetcher that comes back after that long gets
+FETCH_SESSION_ID_NOT_FOUND and starts over with a full fetch, which clients do)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from pybroker.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+INVALID_SESSION_ID = 0
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+#: Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
+EVICTION_MS = 120_000
+SWEEP_INTERVAL_S = 10.0
+SESSION_ID_MAX = 0x7FFFFFFF
+
+#: a partition of a session: (topic id, partition) from v13, else (topic name, partition)
+PartitionKey = tuple[uuid.UUID | str, int]
+
+
+def next_epoch(epoch: int) -> int:
+    if epoch < 0:
+        return FINAL_EPOCH
+    return 1 if epoch == SESSION_ID_MAX else epoch + 1
+
+
+@dataclasses.dataclass(slots=True)
+class CachedPartition:
+    """What a fetcher last asked of one partition, and what it was last told."""
+
+    topic: str
+    topic_id: uuid.UUID
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int
+    log_start_offset: int
+    last_fetched_epoch: int
+    # as last answered; -1 forces the next answer (Kafka sets the high watermark to -1
+    # after an error so the partition is sent again once the error is gone)
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    local_log_start_offset: int = -1
+
+    def update_request(self, p: dict[str, Any]) -> None:
+        self.fetch_offset = p["fetch_offset"]
+        self.partition_max_bytes = p["partition_max_bytes"]
+        self.current_leader_epoch = p.get("current_leader_epoch", -1)
+        self.log_start_offset = p.get("log_start_offset", -1)
+        self.last_fetched_epoch = p.get("last_fetched_epoch", -1)
+
+    def request(self) -> dict[str, Any]:
+        return {"partition": self.partition, "current_leader_epoch": self.current_leader_epoch,
+                "fetch_offset": self.fetch_offset, "last_fetched_epoch": self.last_fetched_epoch,
+                "log_start_offset": self.log_start_offset,
+                "partition_max_bytes": self.partition_max_bytes}
+
+    def must_respond(self, answer: dict[str, Any]) -> bool:
+        """Kafka's CachedPartition.maybeUpdateResponseData: whether `answer` goes into an
+        incremental response; remembers what it tells."""
+        respond = False
+        records = answer.get("records")
+        if records is not None and _length(records) > 0:
+            respond = True
+        if self.high_watermark != answer["high_watermark"]:
+            respond = True
+            self.high_watermark = answer["high_watermark"]
+        if self.local_log_start_offset != answer["log_start_offset"]:
+            respond = True
+            self.local_log_start_offset = answer["log_start_offset"]
+        if self.last_stable_offset != answer.get("last_stable_offset", -1):
+            respond = True
+            self.last_stable_offset = answer.get("last_stable_offset", -1)
+        if answer.get("preferred_read_replica", -1) != -1:
+            respond = True
+        diverging = answer.get("diverging_epoch")
+        if diverging and diverging.get("epoch", -1) != -1:
+            respond = True
+        if answer["error_code"] != 0:
+            self.high_watermark = -1
+            respond = True
+        return respond
+
+
+def _idle(replicas: Any, cached: CachedPartition) -> Any | None:
+    """The partition, when a consumer's read of it now could only give what `cached`
+    was last told: it leads it at the epoch asked for, the fetch offset is at the high
+    watermark, and neither the high watermark nor the log start moved. The last stable
+    offset cannot have moved either when it equalled the (unchanged) high watermark."""
+    partition = replicas.partitions.get((cached.topic, cached.partition))
+    if partition is None or not partition.is_leader:
+        return None
+    if cached.current_leader_epoch not in (-1, partition.leader_epoch):
+        return None
+    hw = partition.high_watermark
+    if cached.fetch_offset != hw or cached.high_watermark != hw or \
+            cached.last_stable_offset != hw or \
+            cached.local_log_start_offset != partition.log_start_offset:
+        return None
+    return partition
+
+
+def _length(records: Any) -> int:
+    if isinstance(records, memoryview):
+        return records.nbytes
+    length = getattr(records, "length", None)
+    return int(length) if length is not None else len(records)
+
+
+@dataclasses.dataclass(eq=False)
+class FetchSession:
+    id: int
+    privileged: bool
+    uses_topic_ids: bool
+    #: in fetch order (insertion order; a partition that answered moves to the end)
+    partitions: dict[PartitionKey, CachedPartition]
+    creation_ms: int
+    last_used_ms: int
+    epoch: int
+
+    def evictable_key(self) -> tuple[bool, int, int]:
+        return (self.privileged, len(self.partitions), self.id)
+
+
+class FetchSessionCache:
+    """Every fetch session of this broker (Kafka's FetchSessionCache), bounded by
+    `max.incremental.fetch.session.cache.slots`."""
+
+    def __init__(self, max_entries: int, eviction_ms: int = EVICTION_MS,
+                 clock_ms: Callable[[], int] | None = None) -> None:
+        self.max_entries = max_entries
+        self.eviction_ms = eviction_ms
+        self._clock_ms = clock_ms or (lambda: int(time.monotonic() * 1000))
+        self.sessions: dict[int, FetchSession] = {}
+        self.evictions = 0
+        self._swept_ms = self._clock_ms()
+
+    def now_ms(self) -> int:
+        return self._clock_ms()
+
+    @property
+    def partitions_cached(self) -> int:
+        return sum(len(s.partitions) for s in self.sessions.values())
+
+    def get(self, session_id: int) -> FetchSession | None:
+        return self.sessions.get(session_id)
+
+    def remove(self, session_id: int) -> FetchSession | None:
+        return self.sessions.pop(session_id, None)
+
+    def touch(self, session: FetchSession, now_ms: int) -> None:
+        session.last_used_ms = now_ms
+
+    def maybe_create(self, privileged: bool, uses_topic_ids: bool,
+                     partitions: dict[PartitionKey, CachedPartition]) -> int:
+        """Cache a new session holding `partitions`; its id, or INVALID_SESSION_ID when
+        the cache is full and nothing may be evicted for it."""
+        now = self.now_ms()
+        if len(self.sessions) >= self.max_entries and \
+                not self._try_evict(privileged, (privileged, len(partitions), 0), now):
+            return INVALID_SESSION_ID
+        session = FetchSession(self._new_id(), privileged, uses_topic_ids, partitions,
+                               now, now, next_epoch(INITIAL_EPOCH))
+        self.sessions[session.id] = session
+        return session.id
+
+    def sweep(self) -> None:
+        """Free sessions idle over eviction_ms (their fetchers are gone or will start over)."""
+        now = self.now_ms()
+        if now - self._swept_ms < SWEEP_INTERVAL_S * 1000:
+            return
+        self._swept_ms = now
+        for session in [s for s in self.sessions.values()
+                        if now - s.last_used_ms > self.eviction_ms]:
+            del self.sessions[session.id]
+            self.evictions += 1
+
+    def _new_id(self) -> int:
+        while True:
+            candidate = random.randint(1, SESSION_ID_MAX - 1)  # noqa: S311 - not a secret
+            if candidate not in self.sessions:
+                return candidate
+
+    def _try_evict(self, privileged: bool, key: tuple[bool, int, int], now: int) -> bool:
+        if not self.sessions:
+            return False
+        stale = min(self.sessions.values(), key=lambda s: (s.last_used_ms, s.id))
+        if now - stale.last_used_ms > self.eviction_ms:
+            self._evict(stale)
+            return True
+        # a consumer may evict only sessions past their first eviction_ms; a follower
+        # also any consumer's session
+        candidates = [s for s in self.sessions.values()
+                      if now - s.creation_ms > self.eviction_ms
+                      or (privileged and not s.privileged)]
+        if not candidates:
+            return False
+        victim = min(candidates, key=FetchSession.evictable_key)
+        if key < victim.evictable_key():
+            return False
+        self._evict(victim)
+        return True
+
+    def _evict(self, session: FetchSession) -> None:
+        log.debug("evicting fetch session %d (%d partitions)", session.id,
+                  len(session.partitions))
+        del self.sessions[session.id]
+        self.evictions += 1
+
+
+class FetchContext:
+    """One Fetch request's view of its session: which partitions to read, and how to
+    answer. Built by `new_context`; `error` set means answer with that error alone."""
+
+    def __init__(self, cache: FetchSessionCache, kind: str, *, privileged: bool,
+                 uses_topic_ids: bool, error: ErrorCode = ErrorCode.NONE,
+                 session: FetchSession | None = None, request_epoch: int = FINAL_EPOCH,
+                 partitions: dict[PartitionKey, CachedPartition] | None = None) -> None:
+        self.cache = cache
+        self.kind = kind  # "error" | "sessionless" | "full" | "incremental"
+        self.privileged = privileged
+        self.uses_topic_ids = uses_topic_ids
+        self.error = error
+        self.session = session
+        self.request_epoch = request_epoch
+        self._partitions = partitions or {}
+
+    @property
+    def partitions(self) -> dict[PartitionKey, CachedPartition]:
+        if self.session is not None:
+            return self.session.partitions
+        return self._partitions
+
+    def topics(self, replicas: Any = None
+               ) -> tuple[list[dict[str, Any]], list[CachedPartition], list[Any]]:
+        """The partitions to read, grouped by topic in fetch order, as the request's
+        `topics` ({"topic": name, "topic_id", "partitions": [...]}); the partitions
+        whose topic id names no topic (they answer UNKNOWN_TOPIC_ID); and, for an
+        incremental fetch given `replicas` (a consumer's, not a follower's: a follower's
+        fetch offsets must reach the leader each time), the partitions left unread
+        because their answer could only repeat the last one (`idle`): the fetch waits
+        on them all the same."""
+        topics: list[dict[str, Any]] = []
+        unknown: list[CachedPartition] = []
+        idle: list[Any] = []
+        quiet = replicas is not None and self.kind == "incremental"
+        last: dict[str, Any] | None = None
+        for cached in self.partitions.values():
+            if not cached.topic:
+                unknown.append(cached)
+                continue
+            if quiet and (partition := _idle(replicas, cached)) is not None:
+                idle.append(partition)
+                continue
+            if last is None or last["topic"] != cached.topic:
+                last = {"topic": cached.topic, "topic_id": cached.topic_id, "partitions": []}
+                topics.append(last)
+            last["partitions"].append(cached.request())
+        return topics, unknown, idle
+
+    def error_response(self) -> dict[str, Any]:
+        return {"throttle_time_ms": 0, "error_code": int(self.error),
+                "session_id": INVALID_SESSION_ID, "responses": []}
+
+    def respond(self, responses: list[dict[str, Any]],
+                unknown: list[CachedPartition]) -> tuple[int, list[dict[str, Any]]]:
+        """(session id, topics) to answer with, given what was read; creates the session
+        of a full fetch and prunes an incremental answer to what changed."""
+        ids = {c.topic: c.topic_id for c in self.partitions.values()}
+        answers = [dict(t, topic_id=ids.get(t["topic"], _ZERO)) for t in responses]
+        errors: dict[uuid.UUID | str, dict[str, Any]] = {}
+        for cached in unknown:
+            key = cached.topic_id
+            errors.setdefault(key, {"topic": "", "topic_id": cached.topic_id, "partitions": []})
+            errors[key]["partitions"].append(unknown_topic_id(cached.partition))
+        answers = list(errors.values()) + answers
+        if self.kind == "sessionless":
+            return INVALID_SESSION_ID, _wire(answers)
+        if self.kind == "full":
+            for topic in answers:
+                for answer in topic["partitions"]:
+                    cached = self._partitions.get(self._key(topic, answer["partition_index"]))
+                    if cached is not None:
+                        cached.must_respond(answer)
+            session_id = self.cache.maybe_create(self.privileged, self.uses_topic_ids,
+                                                 self._partitions)
+            return session_id, _wire(answers)
+        session = self.session
+        assert session is not None
+        if session.epoch != next_epoch(self.request_epoch) or \
+                self.cache.get(session.id) is not session:
+            # another fetch of the same session came between (a duplicate request)
+            self.error = ErrorCode.INVALID_FETCH_SESSION_EPOCH
+            return session.id, []
+        pruned = []
+        for topic in answers:
+            kept = []
+            for answer in topic["partitions"]:
+                key = self._key(topic, answer["partition_index"])
+                cached = session.partitions.get(key)
+                if cached is None or not cached.must_respond(answer):
+                    continue
+                kept.append(answer)
+                del session.partitions[key]  # to the end of the fetch order
+                session.partitions[key] = cached
+            if kept:
+                pruned.append(dict(topic, partitions=kept))
+        return session.id, _wire(pruned)
+
+    def _key(self, topic: dict[str, Any], partition: int) -> PartitionKey:
+        return (topic["topic_id"] if self.uses_topic_ids else topic["topic"], partition)
+
+
+_ZERO = uuid.UUID(int=0)
+
+
+def _wire(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Topic ids as the codec writes them (16 bytes)."""
+    for topic in answers:
+        topic["topic_id"] = topic["topic_id"].bytes
+    return answers
+
+
+def _uuid(value: Any) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(bytes=bytes(value))
+
+
+def unknown_topic_id(index: int) -> dict[str, Any]:
+    return {"partition_index": index, "error_code": int(ErrorCode.UNKNOWN_TOPIC_ID),
+            "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+            "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+
+
+def new_context(cache: FetchSessionCache, version: int, body: dict[str, Any],
+                privileged: bool, topic_name: Callable[[uuid.UUID], str | None]) -> FetchContext:
+    """Kafka's FetchManager.newContext: resolve the request's session, apply its changes.
+    `topic_name` maps a topic id to its topic's name (None: no such topic)."""
+    cache.sweep()
+    uses_ids = version >= 13
+    session_id = body.get("session_id", INVALID_SESSION_ID) if version >= 7 else 0
+    epoch = body.get("session_epoch", FINAL_EPOCH) if version >= 7 else FINAL_EPOCH
+    requested = _requested(body, uses_ids, topic_name)
+    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+        if session_id != INVALID_SESSION_ID:
+            cache.remove(session_id)
+        kind = "sessionless" if epoch == FINAL_EPOCH else "full"
+        return FetchContext(cache, kind, privileged=privileged, uses_topic_ids=uses_ids,
+                            partitions=requested)
+    session = cache.get(session_id)
+    if session is None:
+        return FetchContext(cache, "error", privileged=privileged, uses_topic_ids=uses_ids,
+                            error=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+    if session.epoch != epoch:
+        return FetchContext(cache, "error", privileged=privileged, uses_topic_ids=uses_ids,
+                            error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+    if session.uses_topic_ids != uses_ids:
+        return FetchContext(cache, "error", privileged=privileged, uses_topic_ids=uses_ids,
+                            error=ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+    for key, cached in requested.items():
+        existing = session.partitions.get(key)
+        if existing is None:
+            session.partitions[key] = cached
+        else:
+            existing.update_request(cached.request())
+            existing.topic = cached.topic  # an id may have come to name a topic, or died
+    for topic in body.get("forgotten_topics_data") or []:
+        name_or_id = _uuid(topic["topic_id"]) if uses_ids else topic["topic"]
+        for index in topic["partitions"]:
+            session.partitions.pop((name_or_id, index), None)
+    if not session.partitions:
+        cache.remove(session.id)
+        return FetchContext(cache, "sessionless", privileged=privileged,
+                            uses_topic_ids=uses_ids, partitions=requested)
+    cache.touch(session, cache.now_ms())
+    session.epoch = next_epoch(session.epoch)
+    return FetchContext(cache, "incremental", privileged=privileged, uses_topic_ids=uses_ids,
+                        session=session, request_epoch=epoch)
+
+
+def _requested(body: dict[str, Any], uses_ids: bool, topic_name: Callable[[uuid.UUID], str | None],
+               ) -> dict[PartitionKey, CachedPartition]:
+    out: dict[PartitionKey, CachedPartition] = {}
+    for topic in body["topics"]:
+        if uses_ids:
+            topic_id = _uuid(topic["topic_id"])
+            name = topic_name(topic_id) or ""
+            key: uuid.UUID | str = topic_id
+        else:
+            name = topic["topic"]
+            topic_id = _ZERO
+            key = name
+        for p in topic["partitions"]:
+            cached = CachedPartition(name, topic_id, p["partition"], 0, 0, -1, -1, -1)
+            cached.update_request(p)
+            out[(key, p["partition"])] = cached
+    return out
