@@ -9,13 +9,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, TopicPartition
 
 from tests.conftest import free_port
 
 from . import rawclient
-from .helpers import admin, create_topic, wait_topic
+from .helpers import create_topic, wait_topic
 from .protoclient import ProtoClient
 from .recording_proxy import RecordingProxy
 
@@ -27,7 +27,7 @@ V = 12  # the newest version naming topics by name (kafka-python's)
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 DEADLINE_S = 60.0
-WIDE_TIMEOUT_S = 120.0
+WIDE_TIMEOUT_S = 240.0
 
 
 def fetch_body(topics: dict[str, list[tuple[int, int]]], session_id: int, epoch: int,
@@ -172,7 +172,8 @@ def test_consumer_of_1000_partitions_sends_incremental_fetches(
         proxy.target = ("127.0.0.1", b.port)
         topic = "wide"
         # 1,000 partitions take a while to set up on a loaded 2-core box
-        client = admin(b.bootstrap)
+        client = AdminClient({"bootstrap.servers": b.bootstrap,
+                              "socket.timeout.ms": int(WIDE_TIMEOUT_S * 1000)})
         client.create_topics([NewTopic(topic, num_partitions=1000, replication_factor=1)],
                              operation_timeout=WIDE_TIMEOUT_S,
                              request_timeout=WIDE_TIMEOUT_S)[topic].result(WIDE_TIMEOUT_S)

@@ -164,3 +164,38 @@ def test_create_topics_returns_the_id_and_delete_topics_takes_it(broker: Broker,
         gone = pc.request(3, 12, {"topics": [{"name": topic_name}],
                                   "allow_auto_topic_creation": False})
         assert gone["topics"][0]["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_incremental_session_by_id_sees_a_recreated_topic_as_unknown(
+        broker: Broker, topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name)
+    old = topic_id(broker.bootstrap, topic_name)
+    with ProtoClient(broker.bootstrap) as pc:
+        full = pc.request(FETCH, 13, {
+            "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "session_id": 0,
+            "session_epoch": 0, "topics": [{"topic_id": old.bytes, "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+        session = full["session_id"]
+        assert session > 0
+        client = admin(broker.bootstrap)
+        client.delete_topics([topic_name])[topic_name].result(OP_TIMEOUT_S)
+        deadline = time.monotonic() + OP_TIMEOUT_S
+        while True:
+            try:
+                create_topic(broker.bootstrap, topic_name)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        with rawclient.RawClient(broker.bootstrap) as rc:
+            assert rc.produce(topic_name, 0, rawclient.build_batch(
+                [rawclient.Rec(b"new topic")]), acks=1).error_code == 0
+        reply = pc.request(FETCH, 13, {
+            "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "session_id": session,
+            "session_epoch": 1, "topics": []})
+        assert reply["error_code"] == 0
+        (topic,) = reply["responses"]
+        assert uuid.UUID(bytes=bytes(topic["topic_id"])) == old
+        (part,) = topic["partitions"]
+        assert (part["error_code"], len(part["records"])) == (UNKNOWN_TOPIC_ID, 0)

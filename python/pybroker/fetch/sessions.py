@@ -194,14 +194,20 @@ class FetchSessionCache:
                      partitions: dict[PartitionKey, CachedPartition]) -> int:
         """Cache a new session holding `partitions`; its id, or INVALID_SESSION_ID when
         the cache is full and nothing may be evicted for it."""
-        now = self.now_ms()
-        if len(self.sessions) >= self.max_entries and \
-                not self._try_evict(privileged, (privileged, len(partitions), 0), now):
+        if not self.make_room(privileged, len(partitions)):
             return INVALID_SESSION_ID
+        now = self.now_ms()
         session = FetchSession(self._new_id(), privileged, uses_topic_ids, partitions,
                                now, now, next_epoch(INITIAL_EPOCH))
         self.sessions[session.id] = session
         return session.id
+
+    def make_room(self, privileged: bool, size: int) -> bool:
+        """Whether a new session of `size` partitions may be cached (evicting one for it
+        when the cache is full and Kafka's policy allows)."""
+        if len(self.sessions) < self.max_entries:
+            return True
+        return self._try_evict(privileged, (privileged, size, 0), self.now_ms())
 
     def sweep(self) -> None:
         """Free sessions idle over eviction_ms (their fetchers are gone or will start over)."""
@@ -247,14 +253,24 @@ class FetchSessionCache:
         self.evictions += 1
 
 
+#: a partition whose topic id names no topic: (topic id, partition)
+Unknown = tuple[uuid.UUID, int]
+
+
 class FetchContext:
     """One Fetch request's view of its session: which partitions to read, and how to
-    answer. Built by `new_context`; `error` set means answer with that error alone."""
+    answer. Built by `new_context`; `error` set means answer with that error alone.
+
+    A sessionless or full fetch reads the request's own partitions as they came (no
+    per-partition work here: librdkafka sends only such fetches); a full fetch builds
+    its session's partitions only when the cache has room for it."""
 
     def __init__(self, cache: FetchSessionCache, kind: str, *, privileged: bool,
                  uses_topic_ids: bool, error: ErrorCode = ErrorCode.NONE,
                  session: FetchSession | None = None, request_epoch: int = FINAL_EPOCH,
-                 partitions: dict[PartitionKey, CachedPartition] | None = None) -> None:
+                 requested: list[dict[str, Any]] | None = None,
+                 unknown: list[Unknown] | None = None,
+                 topic_name: Callable[[uuid.UUID], str | None] | None = None) -> None:
         self.cache = cache
         self.kind = kind  # "error" | "sessionless" | "full" | "incremental"
         self.privileged = privileged
@@ -262,16 +278,14 @@ class FetchContext:
         self.error = error
         self.session = session
         self.request_epoch = request_epoch
-        self._partitions = partitions or {}
-
-    @property
-    def partitions(self) -> dict[PartitionKey, CachedPartition]:
-        if self.session is not None:
-            return self.session.partitions
-        return self._partitions
+        self._requested = requested or []
+        self._unknown = unknown or []
+        self._topic_name = topic_name
+        #: topic name -> id of what topics() gave to read (v13+ answers carry ids)
+        self._ids: dict[str, uuid.UUID] = {t["topic"]: t["topic_id"] for t in self._requested}
 
     def topics(self, replicas: Any = None
-               ) -> tuple[list[dict[str, Any]], list[CachedPartition], list[Any]]:
+               ) -> tuple[list[dict[str, Any]], list[Unknown], list[Any]]:
         """The partitions to read, grouped by topic in fetch order, as the request's
         `topics` ({"topic": name, "topic_id", "partitions": [...]}); the partitions
         whose topic id names no topic (they answer UNKNOWN_TOPIC_ID); and, for an
@@ -279,14 +293,21 @@ class FetchContext:
         fetch offsets must reach the leader each time), the partitions left unread
         because their answer could only repeat the last one (`idle`): the fetch waits
         on them all the same."""
+        if self.session is None:
+            return self._requested, self._unknown, []
         topics: list[dict[str, Any]] = []
-        unknown: list[CachedPartition] = []
+        unknown: list[Unknown] = []
         idle: list[Any] = []
-        quiet = replicas is not None and self.kind == "incremental"
+        quiet = replicas is not None
+        # a session naming topics by id asks again each time: a topic deleted (and maybe
+        # re-created under its name) since is UNKNOWN_TOPIC_ID, never the new topic
+        resolve = self._topic_name if self.uses_topic_ids else None
         last: dict[str, Any] | None = None
-        for cached in self.partitions.values():
+        for cached in self.session.partitions.values():
+            if resolve is not None:
+                cached.topic = resolve(cached.topic_id) or ""
             if not cached.topic:
-                unknown.append(cached)
+                unknown.append((cached.topic_id, cached.partition))
                 continue
             if quiet and (partition := _idle(replicas, cached)) is not None:
                 idle.append(partition)
@@ -294,6 +315,7 @@ class FetchContext:
             if last is None or last["topic"] != cached.topic:
                 last = {"topic": cached.topic, "topic_id": cached.topic_id, "partitions": []}
                 topics.append(last)
+                self._ids[cached.topic] = cached.topic_id
             last["partitions"].append(cached.request())
         return topics, unknown, idle
 
@@ -302,28 +324,22 @@ class FetchContext:
                 "session_id": INVALID_SESSION_ID, "responses": []}
 
     def respond(self, responses: list[dict[str, Any]],
-                unknown: list[CachedPartition]) -> tuple[int, list[dict[str, Any]]]:
+                unknown: list[Unknown]) -> tuple[int, list[dict[str, Any]]]:
         """(session id, topics) to answer with, given what was read; creates the session
         of a full fetch and prunes an incremental answer to what changed."""
-        ids = {c.topic: c.topic_id for c in self.partitions.values()}
-        answers = [dict(t, topic_id=ids.get(t["topic"], _ZERO)) for t in responses]
-        errors: dict[uuid.UUID | str, dict[str, Any]] = {}
-        for cached in unknown:
-            key = cached.topic_id
-            errors.setdefault(key, {"topic": "", "topic_id": cached.topic_id, "partitions": []})
-            errors[key]["partitions"].append(unknown_topic_id(cached.partition))
-        answers = list(errors.values()) + answers
+        answers = responses
+        if self.uses_topic_ids:
+            errors: dict[uuid.UUID, dict[str, Any]] = {}
+            for topic_id, index in unknown:
+                errors.setdefault(topic_id, {"topic": "", "topic_id": topic_id,
+                                             "partitions": []})
+                errors[topic_id]["partitions"].append(unknown_topic_id(index))
+            answers = list(errors.values()) + [
+                dict(t, topic_id=self._ids.get(t["topic"], _ZERO)) for t in responses]
         if self.kind == "sessionless":
-            return INVALID_SESSION_ID, _wire(answers)
+            return INVALID_SESSION_ID, _wire(answers, self.uses_topic_ids)
         if self.kind == "full":
-            for topic in answers:
-                for answer in topic["partitions"]:
-                    cached = self._partitions.get(self._key(topic, answer["partition_index"]))
-                    if cached is not None:
-                        cached.must_respond(answer)
-            session_id = self.cache.maybe_create(self.privileged, self.uses_topic_ids,
-                                                 self._partitions)
-            return session_id, _wire(answers)
+            return self._create(answers), _wire(answers, self.uses_topic_ids)
         session = self.session
         assert session is not None
         if session.epoch != next_epoch(self.request_epoch) or \
@@ -344,7 +360,27 @@ class FetchContext:
                 session.partitions[key] = cached
             if kept:
                 pruned.append(dict(topic, partitions=kept))
-        return session.id, _wire(pruned)
+        return session.id, _wire(pruned, self.uses_topic_ids)
+
+    def _create(self, answers: list[dict[str, Any]]) -> int:
+        """The new session of a full fetch (its partitions as asked and as answered), or
+        INVALID_SESSION_ID when the cache has no room for it."""
+        size = sum(len(t["partitions"]) for t in self._requested) + len(self._unknown)
+        if not self.cache.make_room(self.privileged, size):
+            return INVALID_SESSION_ID
+        partitions: dict[PartitionKey, CachedPartition] = {}
+        for topic_id, index in self._unknown:
+            partitions[(topic_id, index)] = _cached("", topic_id, {"partition": index})
+        for topic in self._requested:
+            for p in topic["partitions"]:
+                cached = _cached(topic["topic"], topic["topic_id"], p)
+                partitions[self._key(topic, p["partition"])] = cached
+        for topic in answers:
+            for answer in topic["partitions"]:
+                cached = partitions.get(self._key(topic, answer["partition_index"]))
+                if cached is not None:
+                    cached.must_respond(answer)
+        return self.cache.maybe_create(self.privileged, self.uses_topic_ids, partitions)
 
     def _key(self, topic: dict[str, Any], partition: int) -> PartitionKey:
         return (topic["topic_id"] if self.uses_topic_ids else topic["topic"], partition)
@@ -353,15 +389,22 @@ class FetchContext:
 _ZERO = uuid.UUID(int=0)
 
 
-def _wire(answers: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Topic ids as the codec writes them (16 bytes)."""
-    for topic in answers:
-        topic["topic_id"] = topic["topic_id"].bytes
+def _wire(answers: list[dict[str, Any]], uses_topic_ids: bool) -> list[dict[str, Any]]:
+    """Topic ids as the codec writes them (16 bytes); below v13 there are none."""
+    if uses_topic_ids:
+        for topic in answers:
+            topic["topic_id"] = topic["topic_id"].bytes
     return answers
 
 
 def _uuid(value: Any) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(bytes=bytes(value))
+
+
+def _cached(name: str, topic_id: uuid.UUID, p: dict[str, Any]) -> CachedPartition:
+    cached = CachedPartition(name, topic_id, p["partition"], 0, 0, -1, -1, -1)
+    cached.update_request({"fetch_offset": 0, "partition_max_bytes": 0} | p)
+    return cached
 
 
 def unknown_topic_id(index: int) -> dict[str, Any]:
@@ -378,13 +421,13 @@ def new_context(cache: FetchSessionCache, version: int, body: dict[str, Any],
     uses_ids = version >= 13
     session_id = body.get("session_id", INVALID_SESSION_ID) if version >= 7 else 0
     epoch = body.get("session_epoch", FINAL_EPOCH) if version >= 7 else FINAL_EPOCH
-    requested = _requested(body, uses_ids, topic_name)
     if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
         if session_id != INVALID_SESSION_ID:
             cache.remove(session_id)
         kind = "sessionless" if epoch == FINAL_EPOCH else "full"
+        requested, unknown = _resolve(body, uses_ids, topic_name)
         return FetchContext(cache, kind, privileged=privileged, uses_topic_ids=uses_ids,
-                            partitions=requested)
+                            requested=requested, unknown=unknown)
     session = cache.get(session_id)
     if session is None:
         return FetchContext(cache, "error", privileged=privileged, uses_topic_ids=uses_ids,
@@ -395,13 +438,22 @@ def new_context(cache: FetchSessionCache, version: int, body: dict[str, Any],
     if session.uses_topic_ids != uses_ids:
         return FetchContext(cache, "error", privileged=privileged, uses_topic_ids=uses_ids,
                             error=ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
-    for key, cached in requested.items():
-        existing = session.partitions.get(key)
+    requested, unknown = _resolve(body, uses_ids, topic_name)
+    for topic in requested:
+        for p in topic["partitions"]:
+            key = (topic["topic_id"] if uses_ids else topic["topic"], p["partition"])
+            existing = session.partitions.get(key)
+            if existing is None:
+                session.partitions[key] = _cached(topic["topic"], topic["topic_id"], p)
+            else:
+                existing.update_request(p)
+                existing.topic = topic["topic"]  # an id may have come to name a topic again
+    for topic_id, index in unknown:
+        existing = session.partitions.get((topic_id, index))
         if existing is None:
-            session.partitions[key] = cached
+            session.partitions[(topic_id, index)] = _cached("", topic_id, {"partition": index})
         else:
-            existing.update_request(cached.request())
-            existing.topic = cached.topic  # an id may have come to name a topic, or died
+            existing.topic = ""  # its topic is gone
     for topic in body.get("forgotten_topics_data") or []:
         name_or_id = _uuid(topic["topic_id"]) if uses_ids else topic["topic"]
         for index in topic["partitions"]:
@@ -409,27 +461,27 @@ def new_context(cache: FetchSessionCache, version: int, body: dict[str, Any],
     if not session.partitions:
         cache.remove(session.id)
         return FetchContext(cache, "sessionless", privileged=privileged,
-                            uses_topic_ids=uses_ids, partitions=requested)
+                            uses_topic_ids=uses_ids, requested=requested, unknown=unknown)
     cache.touch(session, cache.now_ms())
     session.epoch = next_epoch(session.epoch)
     return FetchContext(cache, "incremental", privileged=privileged, uses_topic_ids=uses_ids,
-                        session=session, request_epoch=epoch)
+                        session=session, request_epoch=epoch, topic_name=topic_name)
 
 
-def _requested(body: dict[str, Any], uses_ids: bool, topic_name: Callable[[uuid.UUID], str | None],
-               ) -> dict[PartitionKey, CachedPartition]:
-    out: dict[PartitionKey, CachedPartition] = {}
-    for topic in body["topics"]:
-        if uses_ids:
-            topic_id = _uuid(topic["topic_id"])
-            name = topic_name(topic_id) or ""
-            key: uuid.UUID | str = topic_id
+def _resolve(body: dict[str, Any], uses_ids: bool, topic_name: Callable[[uuid.UUID], str | None],
+             ) -> tuple[list[dict[str, Any]], list[Unknown]]:
+    """The request's topics as `topics()` gives them ({"topic", "topic_id", "partitions"},
+    the partitions untouched), and the partitions of topic ids that name no topic."""
+    if not uses_ids:
+        return [{"topic": t["topic"], "topic_id": _ZERO, "partitions": t["partitions"]}
+                for t in body["topics"]], []
+    topics: list[dict[str, Any]] = []
+    unknown: list[Unknown] = []
+    for t in body["topics"]:
+        topic_id = _uuid(t["topic_id"])
+        name = topic_name(topic_id)
+        if name is None:
+            unknown += [(topic_id, p["partition"]) for p in t["partitions"]]
         else:
-            name = topic["topic"]
-            topic_id = _ZERO
-            key = name
-        for p in topic["partitions"]:
-            cached = CachedPartition(name, topic_id, p["partition"], 0, 0, -1, -1, -1)
-            cached.update_request(p)
-            out[(key, p["partition"])] = cached
-    return out
+            topics.append({"topic": name, "topic_id": topic_id, "partitions": t["partitions"]})
+    return topics, unknown
