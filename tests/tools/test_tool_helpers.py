@@ -125,3 +125,16 @@ def test_configs_add_config_list_syntax() -> None:
     assert parse_config_list("") == {}
     with pytest.raises(ToolError):
         parse_config_list("novalue")
+
+
+def test_topic_id_printed_as_kafka_does() -> None:
+    """kafka-topics.sh prints Uuid.toString(): URL-safe base64 without padding."""
+    import base64
+    import uuid
+
+    from pybroker.tools.topics import kafka_uuid
+
+    raw = uuid.UUID("e5bfb1d4-d6ba-48f0-ab2d-ef553993aee7").bytes
+    standard = base64.b64encode(raw).decode()  # what confluent-kafka's str() gives
+    assert "+" in standard
+    assert kafka_uuid(standard) == base64.urlsafe_b64encode(raw).decode().rstrip("=")

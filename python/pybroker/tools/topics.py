@@ -168,7 +168,7 @@ def describe_topics(admin: Admin, names: list[str]) -> list[TopicInfo]:
         out = []
         for name in names:
             desc = admin.reach.result(futures[name])
-            topic_id = str(desc.topic_id) if desc.topic_id is not None else None
+            topic_id = kafka_uuid(str(desc.topic_id)) if desc.topic_id is not None else None
             out.append(TopicInfo(name, topic_id, [
                 PartitionInfo(p.id, p.leader.id if p.leader is not None else None,
                               [n.id for n in p.replicas], [n.id for n in p.isr])
@@ -202,6 +202,12 @@ def topic_configs(admin: Admin, names: list[str]) -> dict[str, str]:
             f"{e.name}={'' if e.value is None else e.value}"
             for e in entries.values() if not e.is_default)
     return out
+
+
+def kafka_uuid(text: str) -> str:
+    """Kafka's Uuid.toString (URL-safe base64, no padding), as kafka-topics.sh prints a
+    TopicId; confluent-kafka's str() of a Uuid is standard base64."""
+    return text.replace("+", "-").replace("/", "_").rstrip("=")
 
 
 def _zero_id(topic_id: str | None) -> bool:
