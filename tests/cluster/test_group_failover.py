@@ -37,7 +37,8 @@ def java_string_hash(text: str) -> int:
 
 
 def offsets_partition(group: str) -> int:
-    return (java_string_hash(group) & 0x7FFFFFFF) % OFFSETS_PARTITIONS
+    h = java_string_hash(group)  # Kafka's Utils.abs: MIN_VALUE -> 0, else Math.abs
+    return (0 if h == -(1 << 31) else abs(h)) % OFFSETS_PARTITIONS
 
 
 def coordinator(cluster: Cluster, group: str) -> int:

@@ -16,6 +16,9 @@ def test_java_string_hash_matches_java() -> None:
     assert java_string_hash("polygenelubricants") == -2147483648
     assert partition_for("polygenelubricants", 50) == 0
     assert partition_for("hello", 50) == 99162322 % 50
+    # a negative hash: Kafka (Utils.abs) puts "my-group" in partition 12, not 36
+    assert java_string_hash("my-group") == -1906497762
+    assert partition_for("my-group", 50) == 12
     # non-ASCII: UTF-16 code units, as Java sees them
     assert java_string_hash("é") == 0xE9
 

@@ -1,6 +1,6 @@
 """Where group state is stored: the compacted internal topic `__consumer_offsets`.
 
-A group lives in partition `(javaStringHashCode(group) & 0x7fffffff) % N` (Kafka's
+A group lives in partition `Utils.abs(javaStringHashCode(group)) % N` (Kafka's
 rule, so tools that read the topic find it where Kafka would put it). The topic
 is created on first use. Each write is one uncompressed batch appended before
 the request that caused it is answered; on start the coordinator replays
@@ -40,8 +40,14 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+def java_abs(n: int) -> int:
+    """Kafka's Utils.abs: Math.abs, with Integer.MIN_VALUE mapped to 0 (not `n & 0x7fffffff`,
+    which places groups with a negative hash elsewhere)."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
 def partition_for(group_id: str, partitions: int) -> int:
-    return (java_string_hash(group_id) & 0x7FFFFFFF) % partitions
+    return java_abs(java_string_hash(group_id)) % partitions
 
 
 Record = tuple[bytes, bytes | None]

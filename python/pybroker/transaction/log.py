@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from pybroker.errors import ErrorCode, KafkaError
-from pybroker.group.offsets import java_string_hash
+from pybroker.group.offsets import java_abs, java_string_hash
 from pybroker.group.records import build_batch, iter_records
 
 if TYPE_CHECKING:
@@ -30,11 +30,6 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 READ_CHUNK_BYTES = 1 << 20
 #: how long a state write waits for the ISR (Kafka: request.timeout.ms's default)
 WRITE_TIMEOUT_S = 30.0
-
-
-def java_abs(n: int) -> int:
-    """Kafka's Utils.abs: Math.abs, with Integer.MIN_VALUE mapped to 0."""
-    return 0 if n == -(1 << 31) else abs(n)
 
 
 def partition_for(transactional_id: str, partitions: int) -> int:
