@@ -42,7 +42,8 @@ from pybroker.replica.fetcher import ReplicaFetcherManager
 from pybroker.replica.isr import IsrManager
 from pybroker.replica.manager import ReplicaManager
 from pybroker.server.acceptor import ConnectionServer
-from pybroker.server.listeners import bind_listeners, listener_settings
+from pybroker.security.tls import server_contexts
+from pybroker.server.listeners import bind_listeners, inter_broker_listener, listener_settings
 from pybroker.transaction import markers as txn_markers
 from pybroker.transaction.coordinator import TransactionCoordinator
 from pybroker.transaction.log import TRANSACTION_STATE_TOPIC, TransactionLog
@@ -81,6 +82,7 @@ class Broker:
         self.config = config
         self.broker_id = config.broker_id
         self.listeners, self.advertised = listener_settings(config)
+        self.tls_contexts = server_contexts(config, self.listeners)
         # bound before anything touches the data dir: a bad listener or a port in use
         # must fail the start without leaving a new data dir behind
         self._sockets = bind_listeners(self.listeners)
@@ -153,7 +155,8 @@ class Broker:
             broker_configs=broker_configs, txn=txn,
             fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]))
         txn.bind(ctx)
-        listener = MetadataListener(backend, publisher, self.advertised[0].name)
+        listener = MetadataListener(backend, publisher,
+                                    inter_broker_listener(config, self.advertised).name)
         controller = Controller(broker_id, backend, config)
         isr = IsrManager(replicas, backend, listener, config["replica.lag.time.max.ms"],
                          self.metrics)
@@ -168,15 +171,16 @@ class Broker:
         from pybroker.server.gc_policy import freeze_startup_heap
 
         dispatcher = Dispatcher(ctx)
-        server = ConnectionServer(config, dispatcher.handle_frame, self.metrics)
+        server = ConnectionServer(config, dispatcher.handle_frame, self.metrics,
+                                  self.tls_contexts)
         broker_configs.listeners.append(
             lambda changed: server.quotas.reconfigure(config)
             if changed & CONNECTION_LIMIT_KEYS else None)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(controller.run)
-                for sock in sockets:
-                    tg.start_soon(server.accept_loop, tg, sock)
+                for sock, item in zip(sockets, self.listeners, strict=True):
+                    tg.start_soon(server.accept_loop, tg, sock, item)
                 tg.start_soon(server.run)
                 tg.start_soon(self._watch_signals)
                 tg.start_soon(self._checkpoint_loop, logs)

@@ -77,10 +77,54 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _k("broker.rack", T.STRING, None, "The broker's rack, for rack-aware replica placement."),
     _k("listeners", T.STRING, "PLAINTEXT://127.0.0.1:9092", "Addresses the broker listens on."),
     _k("advertised.listeners", T.STRING, None, "Addresses given to clients; default listeners."),
-    # --- listener security (issue 11): only PLAINTEXT is served; the others refuse to start ---
+    # --- listener security (issue 16): PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL ---
     _k("listener.security.protocol.map", T.STRING,
        "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
        "Listener name -> security protocol (NAME:PROTOCOL,...)."),
+    # TLS (pybroker.security.tls); each also as listener.name.<listener>.<key>
+    _k("ssl.keystore.type", T.STRING, "JKS", "Keystore format: PEM or PKCS12 (JKS is refused).",
+       choices=("JKS", "PKCS12", "PEM")),
+    _k("ssl.keystore.location", T.STRING, None,
+       "The broker's key and certificate chain (PEM: the key, encrypted PKCS#8 or not, and "
+       "the chain in one file)."),
+    _k("ssl.keystore.password", T.PASSWORD, None, "Password of a PKCS12 keystore."),
+    _k("ssl.key.password", T.PASSWORD, None, "Password of the private key in the keystore."),
+    _k("ssl.truststore.type", T.STRING, "JKS", "Truststore format: PEM or PKCS12.",
+       choices=("JKS", "PKCS12", "PEM")),
+    _k("ssl.truststore.location", T.STRING, None, "CA certificates client certificates are "
+       "verified against."),
+    _k("ssl.truststore.password", T.PASSWORD, None, "Password of a PKCS12 truststore."),
+    _k("ssl.client.auth", T.STRING, "none",
+       "Client certificates on SSL listeners: none, requested or required (SASL_SSL "
+       "listeners only take it with a listener.name.<l>. prefix).",
+       choices=("none", "requested", "required")),
+    _k("ssl.enabled.protocols", T.LIST, ["TLSv1.2", "TLSv1.3"], "TLS versions accepted."),
+    _k("ssl.cipher.suites", T.LIST, [], "TLS 1.2 cipher suites (OpenSSL names); empty: "
+       "OpenSSL's defaults."),
+    # SASL (pybroker.security.sasl)
+    _k("sasl.enabled.mechanisms", T.LIST, ["GSSAPI"],
+       "SASL mechanisms served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI and OAUTHBEARER "
+       "are not)."),
+    _k("connections.max.reauth.ms", T.LONG, 0,
+       "Lifetime of a SASL session; a connection not re-authenticated by then is closed. "
+       "0: sessions never expire.", minimum=0),
+    _k("security.inter.broker.protocol", T.STRING, "PLAINTEXT",
+       "Security protocol between brokers (when inter.broker.listener.name is unset).",
+       choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    _k("inter.broker.listener.name", T.STRING, None, "The listener brokers talk to each "
+       "other on."),
+    _k("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI",
+       "SASL mechanism between brokers."),
+    # authorization (pybroker.security.authorizer)
+    _k("authorizer.class.name", T.STRING, "", "Kafka's authorizer class names select the ACL "
+       "authorizer (StandardAuthorizer, AclAuthorizer); empty: no authorization."),
+    _k("super.users", T.STRING, "", "Principals allowed everything (User:a;User:b)."),
+    _k("allow.everyone.if.no.acl.found", T.BOOLEAN, False,
+       "Allow a resource no ACL matches."),
+    # client quotas (pybroker.security.quotas)
+    _k("quota.window.num", T.INT, 11, "Samples client quota rates are averaged over.",
+       minimum=1),
+    _k("quota.window.size.seconds", T.INT, 1, "Length of one quota sample.", minimum=1),
     _k("socket.request.max.bytes", T.INT, 104857600, "Largest request frame accepted.",
        minimum=1),
     _k("socket.send.buffer.bytes", T.INT, 102400, "SO_SNDBUF of client sockets (-1: OS)."),
@@ -324,7 +368,7 @@ def parse_value(key: ConfigKey, raw: Any) -> Any:
 
 def format_value(key: ConfigKey, value: Any) -> str | None:
     """The string Kafka shows in DescribeConfigs."""
-    if value is None:
+    if value is None or key.type is ConfigType.PASSWORD:  # sensitive: never shown
         return None
     if key.type is ConfigType.BOOLEAN:
         return "true" if value else "false"
@@ -396,6 +440,8 @@ class BrokerConfig:
         """Warn once per key the table does not have (a typo such as `listener=` would
         otherwise fall back to a default unnoticed); Kafka accepts and logs them too."""
         for name in sorted(self.unknown):
+            if name.startswith("listener.name."):  # per-listener forms (pybroker.security)
+                continue
             close = difflib.get_close_matches(name, BY_NAME, n=1)
             hint = f" Did you mean '{close[0]}'?" if close else ""
             log.warning("The configuration '%s' was supplied but isn't a known config.%s",

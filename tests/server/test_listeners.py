@@ -56,7 +56,7 @@ def test_one_ipv4_and_one_ipv6_address_may_share_a_port() -> None:
 @pytest.mark.parametrize(("given", "message"), [
     ({"listeners": "PLAINTEXT://h"}, "Unable to parse PLAINTEXT://h to a broker endpoint"),
     ({"listeners": ""}, "listeners must not be empty"),
-    ({"listeners": "SSL://h:1"}, "security protocol SSL"),
+    ({"inter.broker.listener.name": "NOPE"}, "inter.broker.listener.name must be"),
     ({"listener.security.protocol.map": "PLAINTEXT"}, "listener.security.protocol.map"),
     ({"advertised.listeners": "PLAINTEXT://[::1]:1,PLAINTEXT://h:2"},
      "Each listener must have a different name"),

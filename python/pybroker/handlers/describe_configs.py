@@ -10,6 +10,7 @@ from pybroker.config import (
     DYNAMIC_BROKER_KEYS,
     TOPIC_KEYS,
     ConfigSource,
+    ConfigType,
     format_value,
     topic_key_type,
 )
@@ -115,7 +116,7 @@ def broker_entries(ctx: BrokerContext, synonyms: bool, docs: bool) -> list[dict[
             "read_only": key.name not in DYNAMIC_BROKER_KEYS,
             "is_default": source is ConfigSource.DEFAULT_CONFIG,
             "config_source": int(source),
-            "is_sensitive": False,
+            "is_sensitive": key.type is ConfigType.PASSWORD,
             "synonyms": [{"name": n, "value": format_value(BY_NAME[n], v), "source": int(src)}
                          for n, v, src in found] if synonyms else [],
             "config_type": int(key.type),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pybroker.errors import ErrorCode
 from pybroker.group.offsets import OFFSETS_TOPIC, partition_for
 from pybroker.handlers.registry import handles
+from pybroker.security.session import listener_of
 from pybroker.transaction.log import TRANSACTION_STATE_TOPIC
 
 if TYPE_CHECKING:
@@ -51,5 +52,6 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> dict[
     leader = ctx.metadata.leader(topic, index) if index >= 0 else None
     if leader is None:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    host, port = leader.address(listener_of(request.connection))
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-            "node_id": leader.node_id, "host": leader.host, "port": leader.port}
+            "node_id": leader.node_id, "host": host, "port": port}

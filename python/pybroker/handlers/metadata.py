@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pybroker.coordination.base import TopicRecord, validate_topic_name
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
+from pybroker.security.session import listener_of
 
 if TYPE_CHECKING:
     from pybroker.handlers.context import BrokerContext
@@ -38,8 +39,9 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any
                   else lookup_id(ctx, t["topic_id"]) for t in requested]
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in metadata.brokers.values()],
+        "brokers": [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+                    for b in metadata.brokers.values()
+                    for host, port in (b.address(listener_of(request.connection)),)],
         "cluster_id": metadata.cluster_id,
         "controller_id": metadata.controller_id,
         "topics": topics,

@@ -19,6 +19,16 @@ class BrokerEndpoint:
     host: str
     port: int
     rack: str | None = None
+    #: every registered (listener name, host, port): clients get the address of the
+    #: listener they came in on, as in Kafka
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    def address(self, listener: str | None) -> tuple[str, int]:
+        """(host, port) on `listener`; the inter-broker one when it has none of that name."""
+        for name, host, port in self.listeners:
+            if name == listener:
+                return host, port
+        return self.host, self.port
 
 
 class MetadataCache:

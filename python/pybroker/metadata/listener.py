@@ -75,7 +75,8 @@ class MetadataListener:
         if chosen is None:
             return None
         rack = registration.rack if isinstance(registration.rack, str) else None
-        return BrokerEndpoint(broker_id, chosen.host, chosen.port, rack)
+        return BrokerEndpoint(broker_id, chosen.host, chosen.port, rack,
+                              tuple((e.listener_name, e.host, e.port) for e in parsed))
 
     def _controller_changed(self, controller: int | None) -> None:
         self.publisher.metadata.set_controller(-1 if controller is None else controller)

@@ -58,6 +58,12 @@ class BrokerMetrics:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self._lag_sources: list[Callable[[], LagRows]] = []
+        #: security (issue 16): authentications, denied operations, quota throttling
+        self.authentications_succeeded = 0
+        self.authentications_failed = 0
+        self.authorizations_failed = 0
+        #: (quota type, milliseconds of throttle imposed)
+        self.throttle_ms: dict[str, int] = {}
 
     # --- hooks on the request path ---
     def record_produce(self, topic: str, size_bytes: int, record_count: int) -> None:
@@ -87,6 +93,18 @@ class BrokerMetrics:
 
     def connection_closed(self) -> None:
         self.connections_open -= 1
+
+    def authentication_succeeded(self) -> None:
+        self.authentications_succeeded += 1
+
+    def authentication_failed(self) -> None:
+        self.authentications_failed += 1
+
+    def authorization_failed(self) -> None:
+        self.authorizations_failed += 1
+
+    def throttled(self, quota_type: str, ms: int) -> None:
+        self.throttle_ms[quota_type] = self.throttle_ms.get(quota_type, 0) + ms
 
     # --- consumer group lag ---
     def add_lag_source(self, source: Callable[[], LagRows]) -> None:

@@ -109,6 +109,16 @@ def render(metrics: BrokerMetrics, broker: BrokerContext | None = None) -> str:
     out.family("pybroker_isr_expands_total", "counter", "Times an ISR gained a replica.",
                [((), metrics.isr_expands)])
 
+    out.family("pybroker_authentications_total", "counter",
+               "TLS and SASL authentications, by result.",
+               [((("result", "success"),), metrics.authentications_succeeded),
+                ((("result", "failure"),), metrics.authentications_failed)])
+    out.family("pybroker_authorizations_failed_total", "counter",
+               "Operations the authorizer denied.", [((), metrics.authorizations_failed)])
+    out.family("pybroker_throttle_time_ms_total", "counter",
+               "Milliseconds of client quota throttling imposed, by quota type.",
+               [((("quota", q),), v) for q, v in sorted(metrics.throttle_ms.items())])
+
     if broker is not None:
         _broker_gauges(out, broker)
 

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
+import time
 from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.abc
 
 from pybroker.config import BrokerConfig
+from pybroker.security.session import Session
+from pybroker.security.tls import TlsSocket, certificate_principal, handshake
 from pybroker.metrics import BrokerMetrics
 from pybroker.server.connection import Connection, serve_connection
 from pybroker.server.memory import RequestMemoryPool
 from pybroker.server.quotas import ConnectionQuotas
+from pybroker.server.listeners import Listener
 from pybroker.server.registry import ConnectionRegistry
 
 log = logging.getLogger(__name__)
@@ -34,8 +39,11 @@ class ConnectionServer:
     the request memory pool and the live connections."""
 
     def __init__(self, config: BrokerConfig, handle_frame: FrameHandler,
-                 metrics: BrokerMetrics) -> None:
+                 metrics: BrokerMetrics,
+                 tls_contexts: dict[str, ssl.SSLContext] | None = None) -> None:
         self.config = config
+        #: TLS listeners' server contexts, by listener name (pybroker.security.tls)
+        self.tls_contexts = tls_contexts or {}
         self.handle_frame = handle_frame
         self.metrics = metrics
         self.max_request_bytes: int = config["socket.request.max.bytes"]
@@ -47,16 +55,18 @@ class ConnectionServer:
         """The sweeper (peer-close watches, idle connections); runs until cancelled."""
         await self.registry.run()
 
-    async def accept_loop(self, tg: anyio.abc.TaskGroup, sock: socket.socket) -> None:
+    async def accept_loop(self, tg: anyio.abc.TaskGroup, sock: socket.socket,
+                          listener: Listener | None = None) -> None:
         while True:
             try:
                 await self.quotas.wait_for_slot()
-                await self._accept_one(tg, sock)
+                await self._accept_one(tg, sock, listener)
             except Exception:  # never let one connection's setup end the listener
                 log.exception("accepting a connection failed")
                 await anyio.sleep(ACCEPT_BACKOFF_S)
 
-    async def _accept_one(self, tg: anyio.abc.TaskGroup, sock: socket.socket) -> None:
+    async def _accept_one(self, tg: anyio.abc.TaskGroup, sock: socket.socket,
+                          listener: Listener | None = None) -> None:
         try:
             client, address = sock.accept()
         except BlockingIOError:
@@ -73,15 +83,23 @@ class ConnectionServer:
             self.quotas.remove(host)
             client.close()
             return
+        tls = self.tls_contexts.get(listener.name) if listener is not None else None
         try:
             configure_socket(client, self.config)
-            conn = Connection(client, self.max_request_bytes, pool=self.pool,
+            wrapped: socket.socket | TlsSocket = client
+            if tls is not None:
+                wrapped = TlsSocket(tls.wrap_socket(client, server_side=True,
+                                                    do_handshake_on_connect=False))
+            conn = Connection(wrapped, self.max_request_bytes, pool=self.pool,
                               registry=self.registry)
         except OSError as exc:  # the client may already have reset the connection
             log.info("closing %s: setting up the connection failed: %s", host, exc)
             self.quotas.remove(host)
             client.close()
             return
+        if listener is not None:
+            conn.session = Session.for_listener(listener.name, listener.security_protocol)
+            conn.zero_copy = tls is None
         tg.start_soon(self.serve_client, conn, host)
 
     async def serve_client(self, conn: Connection, host: str) -> None:
@@ -90,6 +108,8 @@ class ConnectionServer:
         try:
             with anyio.CancelScope() as scope:
                 conn.scope = scope
+                if isinstance(conn.sock, TlsSocket) and not await self._handshake(conn):
+                    return
                 await serve_connection(conn, self.handle_frame)
             if conn.close_reason is not None:
                 log.debug("closed %s: %s", conn.peer, conn.close_reason)
@@ -100,6 +120,26 @@ class ConnectionServer:
             self.registry.remove(conn)
             self.quotas.remove(host)
             self.metrics.connection_closed()
+
+
+    async def _handshake(self, conn: Connection) -> bool:
+        """TLS first; a failure (a plaintext client, an untrusted certificate) ends
+        this connection alone and counts as a failed authentication, as in Kafka."""
+        assert isinstance(conn.sock, TlsSocket) and conn.session is not None
+        try:
+            await handshake(conn.sock.ssl)
+        except (ssl.SSLError, OSError, TimeoutError) as exc:
+            log.info("Failed authentication with /%s (SSL handshake failed: %s)", conn.host,
+                     exc)
+            self.metrics.authentication_failed()
+            return False
+        conn.last_active = time.monotonic()
+        if conn.session.security_protocol == "SSL":
+            principal = certificate_principal(conn.sock.ssl)
+            if principal is not None:
+                conn.session.principal = principal
+            self.metrics.authentication_succeeded()
+        return True
 
 
 def configure_socket(client: socket.socket, config: BrokerConfig) -> None:

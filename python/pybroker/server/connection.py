@@ -37,6 +37,8 @@ from pybroker.server.bad_requests import RateLimitedLog
 from pybroker.server.memory import READ_BUFFER_BYTES, give_read_buffer, take_read_buffer
 
 if TYPE_CHECKING:
+    from pybroker.security.session import Session
+    from pybroker.security.tls import TlsSocket
     from pybroker.server.memory import RequestMemoryPool
     from pybroker.server.registry import ConnectionRegistry
 
@@ -76,10 +78,10 @@ class Connection:
     __slots__ = (
         "sock", "fd", "max_request_bytes", "peer", "host", "pool", "registry", "scope",
         "last_active", "handling_since", "close_reason", "_buf", "_start", "_end", "_big",
-        "_reserved", "_out", "_out_count", "_watch", "_loop",
+        "_reserved", "_out", "_out_count", "_watch", "_loop", "session", "zero_copy",
     )
 
-    def __init__(self, sock: socket.socket, max_request_bytes: int, *,
+    def __init__(self, sock: socket.socket | TlsSocket, max_request_bytes: int, *,
                  pool: RequestMemoryPool | None = None,
                  registry: ConnectionRegistry | None = None) -> None:
         sock.setblocking(False)
@@ -115,6 +117,10 @@ class Connection:
         self._out_count = 0
         self._watch = _WATCH_OFF
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: the listener and principal (pybroker.security.session); None: PLAINTEXT
+        self.session: Session | None = None
+        #: file slices go by sendfile; off on TLS, where bytes must pass through OpenSSL
+        self.zero_copy = True
 
     # --- reading ---
     async def read_frame(self) -> memoryview:
@@ -342,7 +348,8 @@ class Connection:
         for part in out:
             if isinstance(part, (bytes, bytearray, memoryview)):
                 iov.append(memoryview(part))
-            elif part.length <= SMALL_SLICE_BYTES:  # type: ignore[attr-defined]
+            elif (part.length <= SMALL_SLICE_BYTES  # type: ignore[attr-defined]
+                  or not self.zero_copy):
                 # one pread + the shared sendmsg beats a sendfile syscall of its own
                 iov.append(memoryview(self._read_slice(part)))
             else:

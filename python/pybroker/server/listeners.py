@@ -6,8 +6,8 @@ with its messages: an entry must be `NAME://host:port`; a listener name must be
 in the security protocol map; names are unique, and so are ports, except that
 one IPv4 and one IPv6 address may share a port (port 0, "any free port", never
 clashes); advertised names are a subset of the listeners' and never the
-meta-address 0.0.0.0. pybroker serves PLAINTEXT only, so a listener whose
-protocol is SSL or SASL is refused at startup rather than served in the clear."""
+meta-address 0.0.0.0. Every protocol is served: SSL and SASL_SSL through
+pybroker.security.tls, SASL through pybroker.security.sasl."""
 
 from __future__ import annotations
 
@@ -24,8 +24,6 @@ ACCEPT_BACKLOG = 512
 
 #: Kafka's SecurityProtocol names
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-#: the protocols pybroker's listeners speak
-SUPPORTED_PROTOCOLS = ("PLAINTEXT",)
 
 # Kafka's endpoint pattern: NAME://host:port, host optionally in [brackets] (IPv6)
 _ENDPOINT = re.compile(r"(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)")
@@ -133,12 +131,27 @@ def listener_settings(config: BrokerConfig) -> tuple[list[Listener], list[Listen
     if any(lis.host == "0.0.0.0" for lis in advertised):
         raise ConfigError("advertised.listeners cannot use the nonroutable meta-address "
                           "0.0.0.0. Use a routable IP address.")
-    for listener in listeners:
-        if listener.security_protocol not in SUPPORTED_PROTOCOLS:
-            raise ConfigError(
-                f"listener {listener} uses security protocol {listener.security_protocol}, "
-                "which pybroker does not support (only PLAINTEXT)")
+    inter_broker_listener(config, advertised)
     return listeners, advertised
+
+
+def inter_broker_listener(config: BrokerConfig, advertised: list[Listener]) -> Listener:
+    """The listener other brokers reach this one on: inter.broker.listener.name, else
+    the listener named after security.inter.broker.protocol (Kafka's rule); a broker
+    with neither falls back to its first advertised listener."""
+    name = config["inter.broker.listener.name"]
+    if name:
+        for listener in advertised:
+            if listener.name == name.upper():
+                return listener
+        raise ConfigError("inter.broker.listener.name must be a listener name defined in "
+                          f"advertised.listeners. The valid options based on currently "
+                          f"configured listeners are {','.join(i.name for i in advertised)}")
+    protocol = config["security.inter.broker.protocol"]
+    for listener in advertised:
+        if listener.name == protocol:
+            return listener
+    return advertised[0]
 
 
 def bind_listener(listener: Listener) -> socket.socket:

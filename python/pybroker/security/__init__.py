@@ -1,0 +1,1 @@
+"""Security: TLS listeners, SASL authentication, principals (Kafka's names and rules)."""
