@@ -38,6 +38,9 @@ class RecordingConnection:
 
     def __init__(self, peer: str = "127.0.0.1:40000") -> None:
         self.peer = peer
+        self.host = peer.rpartition(":")[0]
+        #: no listener: dispatched as on a PLAINTEXT listener of old (pybroker.security)
+        self.session = None
         self.responses: list[bytes] = []
 
     async def write(self, parts: Sequence[Any], *, flush: bool = True) -> None:

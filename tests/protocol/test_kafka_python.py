@@ -24,7 +24,7 @@ kafka_protocol = pytest.importorskip("kafka.protocol.api_message")
 
 def _kafka_classes() -> dict[str, Any]:
     found: dict[str, Any] = {}
-    for mod_name in ("producer", "consumer", "metadata", "admin"):
+    for mod_name in ("producer", "consumer", "metadata", "admin", "sasl"):
         mod = importlib.import_module(f"kafka.protocol.{mod_name}")
         for attr in dir(mod):
             cls = getattr(mod, attr)

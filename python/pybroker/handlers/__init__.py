@@ -37,6 +37,8 @@ from pybroker.handlers import (  # noqa: F401
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl,
+    scram_credentials,
     sync_group,
     txn_offset_commit,
     write_txn_markers,

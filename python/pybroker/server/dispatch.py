@@ -45,6 +45,10 @@ class Dispatcher:
 
     async def handle_frame(self, conn: Connection, frame: memoryview) -> bool:
         """Handle one request; False closes the connection."""
+        if conn.session is not None and conn.session.raw_sasl:
+            from pybroker.handlers.sasl import handle_raw_token
+
+            return await handle_raw_token(self.context, conn, frame)
         try:
             header, body = protocol.decode_request(frame)
         except protocol.UnsupportedVersionError as exc:
@@ -72,6 +76,12 @@ class Dispatcher:
                 return True
             refused.warning("closing %s: API %d v%d not supported", conn.peer, header.api_key,
                         header.api_version)
+            return False
+        session = conn.session
+        if session is not None and not session.admits(header.api_key):
+            refused.warning("closing %s: %s v%d before SASL authentication completed (or "
+                            "after its session expired)", conn.peer,
+                            protocol.APIS[header.api_key].name, header.api_version)
             return False
         # only produce acks are held back to be sent together; anything else (a fetch
         # may long-poll) first lets earlier answers go. Holding pays only for small
@@ -101,6 +111,9 @@ class Dispatcher:
                 header.api_key, header.api_version, header.correlation_id, response),
                 flush=not coalesce)
         self.metrics.observe_request(header.api_key, time.monotonic() - request.received_ms)
+        if session is not None and session.close_after_response:
+            await conn.flush()
+            return False
         return True
 
 

@@ -4,6 +4,7 @@ from pybroker.protocol.messages import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -19,6 +20,7 @@ from pybroker.protocol.messages import (
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    describe_user_scram_credentials,
     end_txn,
     fetch,
     find_coordinator,
@@ -36,6 +38,8 @@ from pybroker.protocol.messages import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
     write_txn_markers,
@@ -83,6 +87,12 @@ APIS: dict[int, Api] = {
         describe_log_dirs,
         describe_cluster,
         describe_topic_partitions,
+        write_txn_markers,
+        # security (issue 16)
+        sasl_handshake,
+        sasl_authenticate,
+        describe_user_scram_credentials,
+        alter_user_scram_credentials,
     )
 }
 
