@@ -4,6 +4,7 @@ them all in `registry.HANDLERS`."""
 from pybroker.handlers import (  # noqa: F401
     add_offsets_to_txn,
     add_partitions_to_txn,
+    acls,
     alter_configs,
     api_versions,
     consumer_group_describe,

@@ -6,6 +6,11 @@ ZooKeeper (as Kafka writes it, so its tools and pybroker's read each other's):
   /config/clients/<sanitized client id>     {"version":1,"config":{"producer_byte_rate":"..."}}
   /config/users/<user>/clients/<client>     user + client id quotas
   /config/changes/config_change_<seq>       {"version":2,"entity_path":"users/<user>"}
+  /kafka-acl/<ResourceType>/<name>          literal ACLs: {"version":1,"acls":[{"principal":
+                                            "User:a","permissionType":"Allow","operation":
+                                            "Read","host":"*"}]}
+  /kafka-acl-extended/prefixed/<Type>/<name> prefixed ACLs, same payload
+  /kafka-acl-changes/acl_changes_<seq>, /kafka-acl-extended-changes/acl_changes_<seq>
 Names are sanitized as Kafka's Sanitizer does (URL-encoding, `*` and space as
 %2A and %20). The embedded store keeps the same paths as keys of one JSON file,
 `pybroker-security.json`, written atomically."""
@@ -17,6 +22,18 @@ import os
 import urllib.parse
 from pathlib import Path
 from typing import Any, Protocol
+
+from pybroker.security.acls import (
+    OPERATION_FROM_ZK,
+    OPERATION_ZK,
+    PERMISSION_FROM_ZK,
+    PERMISSION_ZK,
+    RESOURCE_FROM_ZK,
+    RESOURCE_ZK,
+    Entry,
+    Pattern,
+    PatternType,
+)
 
 SECURITY_FILE = "pybroker-security.json"
 
@@ -30,6 +47,31 @@ def desanitize(name: str) -> str:
     return urllib.parse.unquote(name)
 
 
+def acl_path(pattern: Pattern) -> str:
+    kind = RESOURCE_ZK[pattern.resource_type]
+    if pattern.pattern_type == PatternType.PREFIXED:
+        return f"/kafka-acl-extended/prefixed/{kind}/{pattern.name}"
+    return f"/kafka-acl/{kind}/{pattern.name}"
+
+
+def encode_acls(entries: set[Entry]) -> bytes:
+    return json.dumps({"version": 1, "acls": [
+        {"principal": e.principal, "permissionType": PERMISSION_ZK[e.permission],
+         "operation": OPERATION_ZK[e.operation], "host": e.host} for e in sorted(entries)]}
+    ).encode()
+
+
+def decode_acls(data: bytes) -> set[Entry]:
+    out = set()
+    for item in json.loads(data or b"{}").get("acls", []):
+        try:
+            out.add(Entry(item["principal"], item["host"], OPERATION_FROM_ZK[item["operation"]],
+                          PERMISSION_FROM_ZK[item["permissionType"]]))
+        except KeyError:
+            continue
+    return out
+
+
 class SecurityStore(Protocol):
     async def entity_config(self, entity_path: str) -> dict[str, str]:
         """The config of `users/<sanitized>` (or clients/..., users/../clients/..); {}."""
@@ -39,6 +81,14 @@ class SecurityStore(Protocol):
 
     async def entities(self, entity_type: str) -> list[str]:
         """Sanitized names under /config/<entity_type>."""
+        ...
+
+    async def load_acls(self) -> dict[Pattern, set[Entry]]: ...
+
+    async def set_acls(self, pattern: Pattern, entries: set[Entry]) -> None: ...
+
+    async def acl_version(self) -> object:
+        """Changes whenever any broker changes an ACL (None: only this broker does)."""
         ...
 
 
@@ -56,6 +106,7 @@ class FileSecurityStore:
             except FileNotFoundError:
                 self._data = {}
             self._data.setdefault("config", {})
+            self._data.setdefault("acls", {})
         return self._data
 
     def _save(self) -> None:
@@ -82,6 +133,38 @@ class FileSecurityStore:
         prefix = entity_type + "/"
         return sorted({p[len(prefix):].split("/")[0] for p in self._load()["config"]
                        if p.startswith(prefix)})
+
+
+    async def load_acls(self) -> dict[Pattern, set[Entry]]:
+        out = {}
+        for path, payload in self._load()["acls"].items():
+            pattern = _pattern_of(path)
+            if pattern is not None:
+                out[pattern] = decode_acls(json.dumps(payload).encode())
+        return {p: e for p, e in out.items() if e}
+
+    async def set_acls(self, pattern: Pattern, entries: set[Entry]) -> None:
+        data = self._load()
+        if entries:
+            data["acls"][acl_path(pattern)] = json.loads(encode_acls(entries))
+        else:
+            data["acls"].pop(acl_path(pattern), None)
+        self._save()
+
+    async def acl_version(self) -> object:
+        return None
+
+
+def _pattern_of(path: str) -> Pattern | None:
+    parts = path.strip("/").split("/")
+    if parts[0] == "kafka-acl" and len(parts) >= 3:
+        kind, name, ptype = parts[1], "/".join(parts[2:]), PatternType.LITERAL
+    elif parts[0] == "kafka-acl-extended" and len(parts) >= 4 and parts[1] == "prefixed":
+        kind, name, ptype = parts[2], "/".join(parts[3:]), PatternType.PREFIXED
+    else:
+        return None
+    resource = RESOURCE_FROM_ZK.get(kind)
+    return Pattern(resource, name, ptype) if resource is not None else None
 
 
 class ZooKeeperSecurityStore:
@@ -125,6 +208,69 @@ class ZooKeeperSecurityStore:
             return sorted(await self.zk.call("get_children", "/config/" + entity_type))
         except NoNodeError:
             return []
+
+
+    async def load_acls(self) -> dict[Pattern, set[Entry]]:
+        from kazoo.exceptions import NoNodeError
+
+        out: dict[Pattern, set[Entry]] = {}
+        for root in ("/kafka-acl", "/kafka-acl-extended/prefixed"):
+            try:
+                kinds = await self.zk.call("get_children", root)
+            except NoNodeError:
+                continue
+            for kind in kinds:
+                try:
+                    names = await self.zk.call("get_children", f"{root}/{kind}")
+                except NoNodeError:
+                    continue
+                for name in names:
+                    pattern = _pattern_of(f"{root}/{kind}/{name}")
+                    if pattern is None:
+                        continue
+                    try:
+                        data, _ = await self.zk.call("get", f"{root}/{kind}/{name}")
+                    except NoNodeError:
+                        continue
+                    entries = decode_acls(data)
+                    if entries:
+                        out[pattern] = entries
+        return out
+
+    async def set_acls(self, pattern: Pattern, entries: set[Entry]) -> None:
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+
+        path = acl_path(pattern)
+        data = encode_acls(entries)
+        try:
+            await self.zk.call("set", path, data)
+        except NoNodeError:
+            try:
+                await self.zk.call("create", path, data, makepath=True)
+            except NodeExistsError:
+                await self.zk.call("set", path, data)
+        kind = RESOURCE_ZK[pattern.resource_type]
+        if pattern.pattern_type == PatternType.PREFIXED:
+            change = json.dumps({"version": 1, "resourceType": kind, "name": pattern.name,
+                                 "patternType": "PREFIXED"}).encode()
+            root = "/kafka-acl-extended-changes"
+        else:
+            change, root = f"{kind}:{pattern.name}".encode(), "/kafka-acl-changes"
+        await self.zk.call("create", f"{root}/acl_changes_", change, sequence=True,
+                           makepath=True)
+
+    async def acl_version(self) -> object:
+        """The newest change notifications (Kafka's brokers delete old ones)."""
+        from kazoo.exceptions import NoNodeError
+
+        version = []
+        for root in ("/kafka-acl-changes", "/kafka-acl-extended-changes"):
+            try:
+                children = await self.zk.call("get_children", root)
+            except NoNodeError:
+                children = []
+            version.append(max(children, default=""))
+        return tuple(version)
 
 
 _STORES: dict[int, SecurityStore] = {}

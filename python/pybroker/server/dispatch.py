@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from pybroker import protocol
 from pybroker.errors import ErrorCode
 from pybroker.handlers.registry import HANDLERS
+from pybroker.security.authorizer import authorizer_for
+from pybroker.security.checks import authorize_request
 from pybroker.server.bad_requests import RateLimitedLog
 from pybroker.server.connection import SMALL_FRAME_BYTES, Connection
 
@@ -42,6 +44,8 @@ class Dispatcher:
     def __init__(self, ctx: BrokerContext) -> None:
         self.context = ctx
         self.metrics = ctx.metrics
+        #: the ACL authorizer (authorizer.class.name), None without one
+        self.authorizer = authorizer_for(ctx.config, ctx.admin.backend)
 
     async def handle_frame(self, conn: Connection, frame: memoryview) -> bool:
         """Handle one request; False closes the connection."""
@@ -93,13 +97,24 @@ class Dispatcher:
         coalesce = header.api_key == PRODUCE_KEY and len(frame) <= COALESCE_REQUEST_BYTES
         if not coalesce:
             await conn.flush()
+        decision = None
+        if self.authorizer is not None:
+            decision = await authorize_request(self.authorizer, conn, header.api_key,
+                                               header.api_version, body, self.metrics)
+            if decision is not None and decision.close:
+                return False
         request = Request(header, body, conn, time.monotonic())
         # marks the connection busy (not idle); a handler still waiting after a
         # moment gets its socket watched by the sweeper, and is cancelled if the
         # client goes away meanwhile (see pybroker.server.registry)
         conn.request_started(request.received_ms)
         try:
-            response = await spec.fn(self.context, request)
+            if decision is not None and decision.response is not None:
+                response = decision.response
+            else:
+                response = await spec.fn(self.context, request)
+                if decision is not None and decision.merge is not None and response is not None:
+                    decision.merge(response)
         except Exception:
             log.exception("%s v%d from %s failed", protocol.APIS[header.api_key].name,
                           header.api_version, conn.peer)

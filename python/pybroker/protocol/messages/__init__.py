@@ -5,15 +5,18 @@ from pybroker.protocol.messages import (
     add_partitions_to_txn,
     alter_configs,
     alter_user_scram_credentials,
+    create_acls,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
     describe_cluster,
+    describe_acls,
     describe_configs,
     describe_groups,
     describe_transactions,
@@ -93,6 +96,9 @@ APIS: dict[int, Api] = {
         sasl_authenticate,
         describe_user_scram_credentials,
         alter_user_scram_credentials,
+        describe_acls,
+        create_acls,
+        delete_acls,
     )
 }
 
