@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
+from pybroker.tools._security import to_librdkafka
+
 #: Java-client-only properties librdkafka would reject
 JAVA_ONLY_PROPERTIES = frozenset({
     "key.serializer", "value.serializer", "key.deserializer", "value.deserializer",
@@ -183,6 +185,7 @@ def client_config(bootstrap: str | None, *sources: dict[str, str],
     given_timeout = config.pop(TIMEOUT_PROPERTY, None)
     for key in JAVA_ONLY_PROPERTIES & config.keys():
         del config[key]
+    config = to_librdkafka(config)  # Kafka's security property names (--command-config)
     if bootstrap:
         config["bootstrap.servers"] = bootstrap
     if not config.get("bootstrap.servers"):

@@ -53,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="formatter properties: print.key, key.separator, print.timestamp...")
     parser.add_argument("--consumer-property", action="append", default=[],
                         metavar="KEY=VALUE", help="a consumer config")
-    parser.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
+    parser.add_argument("--consumer.config", "--command-config", dest="consumer_config",
+                        metavar="FILE",
                         help="consumer properties file (default.api.timeout.ms: how long to "
                              "wait for a broker, default 30000)")
     parser.add_argument("--isolation-level", default=None,

@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="line reader properties: parse.key, key.separator, ignore.error")
     parser.add_argument("--producer-property", action="append", default=[],
                         metavar="KEY=VALUE", help="a producer config")
-    parser.add_argument("--producer.config", dest="producer_config", metavar="FILE",
+    parser.add_argument("--producer.config", "--command-config", dest="producer_config",
+                        metavar="FILE",
                         help="producer properties file (delivery.timeout.ms: how long a "
                              "record may wait for its broker, default 30000)")
     parser.add_argument("--request-required-acks", default=None,

@@ -62,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ms between detailed stats lines (default 5000)")
     parser.add_argument("--date-format", default="%Y-%m-%d %H:%M:%S:%f",
                         help="strftime format of times; %%f prints milliseconds")
-    parser.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
+    parser.add_argument("--consumer.config", "--command-config", dest="consumer_config",
+                        metavar="FILE",
                         help="consumer properties file")
     parser.add_argument("--consumer-property", action="append", default=[],
                         metavar="KEY=VALUE", help="a consumer config")

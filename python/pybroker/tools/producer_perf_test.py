@@ -56,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="records/s to send at most; -1 for no limit")
     parser.add_argument("--producer-props", nargs="+", action="extend", default=[],
                         metavar="KEY=VALUE", help="producer configs")
-    parser.add_argument("--producer.config", dest="producer_config", metavar="FILE",
+    parser.add_argument("--producer.config", "--command-config", dest="producer_config",
+                        metavar="FILE",
                         help="producer properties file")
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
                         help="the broker(s); else bootstrap.servers in --producer-props")
