@@ -9,6 +9,7 @@ from pybroker.handlers import (  # noqa: F401
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
+    client_quotas,
     create_partitions,
     create_topics,
     delete_groups,

@@ -374,6 +374,12 @@ CHECKS: dict[int, Callable[[Allowed, int, Body], Decision | None]] = {
     42: _delete_groups,
     44: _configs(Op.ALTER_CONFIGS, "responses"),
     47: _offset_delete,
+    48: _cluster(Op.DESCRIBE_CONFIGS, lambda b: {
+        "throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+        "error_message": "Cluster authorization failed.", "entries": None}),
+    49: _cluster(Op.ALTER_CONFIGS, lambda b: {"throttle_time_ms": 0, "entries": [
+        {"error_code": CLUSTER_DENIED, "error_message": "Cluster authorization failed.",
+         "entity": e["entity"]} for e in b["entries"]]}),
     50: _cluster(Op.DESCRIBE, lambda b: {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
                                         "error_message": None, "results": []}),
     51: _cluster(Op.ALTER, lambda b: {"throttle_time_ms": 0, "results": [

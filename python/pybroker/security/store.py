@@ -83,6 +83,14 @@ class SecurityStore(Protocol):
         """Sanitized names under /config/<entity_type>."""
         ...
 
+    async def all_entity_configs(self) -> dict[str, dict[str, str]]:
+        """Every users/..., clients/... config by path."""
+        ...
+
+    async def config_version(self) -> object:
+        """Changes whenever any broker changes an entity config (None: only this one)."""
+        ...
+
     async def load_acls(self) -> dict[Pattern, set[Entry]]: ...
 
     async def set_acls(self, pattern: Pattern, entries: set[Entry]) -> None: ...
@@ -134,6 +142,12 @@ class FileSecurityStore:
         return sorted({p[len(prefix):].split("/")[0] for p in self._load()["config"]
                        if p.startswith(prefix)})
 
+
+    async def all_entity_configs(self) -> dict[str, dict[str, str]]:
+        return {p: dict(c) for p, c in self._load()["config"].items()}
+
+    async def config_version(self) -> object:
+        return None
 
     async def load_acls(self) -> dict[Pattern, set[Entry]]:
         out = {}
@@ -209,6 +223,32 @@ class ZooKeeperSecurityStore:
         except NoNodeError:
             return []
 
+
+    async def all_entity_configs(self) -> dict[str, dict[str, str]]:
+        from kazoo.exceptions import NoNodeError
+
+        out = {}
+        for kind in ("users", "clients"):
+            for name in await self.entities(kind):
+                path = f"{kind}/{name}"
+                out[path] = await self.entity_config(path)
+                if kind == "users":
+                    try:
+                        clients = await self.zk.call("get_children", f"/config/{path}/clients")
+                    except NoNodeError:
+                        clients = []
+                    for client in clients:
+                        sub = f"{path}/clients/{client}"
+                        out[sub] = await self.entity_config(sub)
+        return out
+
+    async def config_version(self) -> object:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            return max(await self.zk.call("get_children", "/config/changes"), default="")
+        except NoNodeError:
+            return ""
 
     async def load_acls(self) -> dict[Pattern, set[Entry]]:
         from kazoo.exceptions import NoNodeError

@@ -7,11 +7,14 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from pybroker import protocol
 from pybroker.errors import ErrorCode
 from pybroker.handlers.registry import HANDLERS
 from pybroker.security.authorizer import authorizer_for
 from pybroker.security.checks import authorize_request
+from pybroker.security.client_quotas import quotas_for
 from pybroker.server.bad_requests import RateLimitedLog
 from pybroker.server.connection import SMALL_FRAME_BYTES, Connection
 
@@ -46,6 +49,8 @@ class Dispatcher:
         self.metrics = ctx.metrics
         #: the ACL authorizer (authorizer.class.name), None without one
         self.authorizer = authorizer_for(ctx.config, ctx.admin.backend)
+        #: client quotas (producer/consumer byte rates, request percentage)
+        self.quotas = quotas_for(ctx.config, ctx.admin.backend)
 
     async def handle_frame(self, conn: Connection, frame: memoryview) -> bool:
         """Handle one request; False closes the connection."""
@@ -108,6 +113,8 @@ class Dispatcher:
         # moment gets its socket watched by the sweeper, and is cancelled if the
         # client goes away meanwhile (see pybroker.server.registry)
         conn.request_started(request.received_ms)
+        quotas = self.quotas if self.quotas.active else None
+        cpu_start = time.process_time() if quotas is not None else 0.0
         try:
             if decision is not None and decision.response is not None:
                 response = decision.response
@@ -121,10 +128,19 @@ class Dispatcher:
             return False
         finally:
             conn.request_done()
+        throttle_ms = 0
         if response is not None:
+            if quotas is not None:
+                throttle_ms = await quotas.on_response(
+                    conn, header.api_key, header.client_id, len(frame), response,
+                    time.process_time() - cpu_start)
             await conn.write(protocol.encode_response(
                 header.api_key, header.api_version, header.correlation_id, response),
-                flush=not coalesce)
+                flush=not coalesce or throttle_ms > 0)
+        if throttle_ms:
+            # Kafka mutes the channel for the throttle time: nothing more is read
+            self.metrics.throttled(protocol.APIS[header.api_key].name, throttle_ms)
+            await anyio.sleep(throttle_ms / 1000)
         self.metrics.observe_request(header.api_key, time.monotonic() - request.received_ms)
         if session is not None and session.close_after_response:
             await conn.flush()

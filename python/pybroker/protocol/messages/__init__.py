@@ -3,6 +3,7 @@
 from pybroker.protocol.messages import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_configs,
     alter_user_scram_credentials,
     create_acls,
@@ -17,6 +18,7 @@ from pybroker.protocol.messages import (
     delete_topics,
     describe_cluster,
     describe_acls,
+    describe_client_quotas,
     describe_configs,
     describe_groups,
     describe_transactions,
@@ -99,6 +101,8 @@ APIS: dict[int, Api] = {
         describe_acls,
         create_acls,
         delete_acls,
+        describe_client_quotas,
+        alter_client_quotas,
     )
 }
 
