@@ -65,3 +65,22 @@ def test_plain_and_the_jaas_line() -> None:
     for token in (b"\x00bob\x00wrong", b"\x00eve\x00b", b"alice\x00bob\x00b\"q", b"bob"):
         with pytest.raises(SaslFailed):
             asyncio.run(PlainServer(users).step(token))
+
+
+def test_scram_client_against_the_server() -> None:
+    from pybroker.security.scram import ScramClient
+
+    credential = from_password("SCRAM-SHA-512", "broker-secret", 4096)
+
+    async def lookup(user: str, mechanism: str) -> ScramCredential | None:
+        return credential if user == "broker" else None
+
+    async def exchange(password: str) -> None:
+        server = ScramServer("SCRAM-SHA-512", lookup)
+        client = ScramClient("SCRAM-SHA-512", "broker", password)
+        server_first = await server.step(client.first())
+        client.verify(await server.step(client.final(server_first)))
+
+    asyncio.run(exchange("broker-secret"))
+    with pytest.raises(SaslFailed):
+        asyncio.run(exchange("wrong"))

@@ -22,6 +22,7 @@ import anyio
 from pybroker import _core
 from pybroker.client.connection import BrokerConnection, BrokerUnreachable
 from pybroker.config import BrokerConfig
+from pybroker.security import inter_broker
 from pybroker.errors import ErrorCode
 from pybroker.fetch.handler import FetchSessionHandler
 from pybroker.metadata.cache import MetadataCache
@@ -107,7 +108,8 @@ class ReplicaFetcher:
         if current is None or (current.host, current.port) != (endpoint.host, endpoint.port):
             self._connection = BrokerConnection(
                 endpoint.host, endpoint.port, f"broker-{self.broker_id}-fetcher",
-                self.config["replica.socket.timeout.ms"] / 1000)
+                self.config["replica.socket.timeout.ms"] / 1000,
+                security=inter_broker.for_config(self.config))
             self.session.reset()
         return self._connection
 

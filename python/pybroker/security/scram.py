@@ -174,3 +174,41 @@ class ScramServer:
         self._state = "done"
         self.username = self._user
         return b"v=" + base64.b64encode(server_signature)
+
+
+class ScramClient:
+    """The client side (inter-broker connections): client-first, then the proof."""
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        self.hash_name = MECHANISMS[mechanism][0]
+        self.username = username
+        self.password = password
+        self._nonce = os.urandom(16).hex()
+        self._first_bare = ""
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        name = self.username.replace("=", "=3D").replace(",", "=2C")
+        self._first_bare = f"n={name},r={self._nonce}"
+        return ("n,," + self._first_bare).encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        text = server_first.decode()
+        attrs = dict(_attributes(text))
+        nonce, salt, iterations = attrs["r"], base64.b64decode(attrs["s"]), int(attrs["i"])
+        if not nonce.startswith(self._nonce):
+            raise SaslFailed("SCRAM server nonce does not extend the client's")
+        salted = hashlib.pbkdf2_hmac(self.hash_name, self.password.encode(), salt, iterations)
+        client_key = _hmac(self.hash_name, salted, b"Client Key")
+        stored_key = hashlib.new(self.hash_name, client_key).digest()
+        without_proof = f"c=biws,r={nonce}"
+        auth_message = f"{self._first_bare},{text},{without_proof}".encode()
+        signature = _hmac(self.hash_name, stored_key, auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = _hmac(self.hash_name, salted, b"Server Key")
+        self._server_signature = _hmac(self.hash_name, server_key, auth_message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        if server_final != b"v=" + base64.b64encode(self._server_signature):
+            raise SaslFailed("SCRAM server signature does not match")
