@@ -140,6 +140,9 @@ def _metadata(allowed: Allowed, version: int, body: Body) -> Decision | None:
     requested = body["topics"]
     if requested is None or (version == 0 and not requested):
         return Decision(merge=describable)
+    if any(t.get("name") is None for t in requested):
+        # v10+ looks topics up by id: what the principal may not describe is left out
+        return Decision(merge=describable)
     keep, drop = _split(requested, lambda t: t["name"], lambda n: allowed(Op.DESCRIBE, TOPIC, n))
     if version >= 4 and body.get("allow_auto_topic_creation") and not allowed(
             Op.CREATE, CLUSTER, CLUSTER_NAME):
@@ -176,9 +179,40 @@ def _offset_commit(allowed: Allowed, version: int, body: Body) -> Decision | Non
     return _topic_level(body, "topics", "topics", "name", ok, entry, {"throttle_time_ms": 0})
 
 
+def _offset_fetch_groups(allowed: Allowed, body: Body) -> Decision | None:
+    """v8+: several groups, each with its own error."""
+    keep = [g for g in body["groups"] if allowed(Op.DESCRIBE, GROUP, g["group_id"])]
+    drop = [{"group_id": g["group_id"], "topics": [], "error_code": GROUP_DENIED}
+            for g in body["groups"] if not allowed(Op.DESCRIBE, GROUP, g["group_id"])]
+    denied_topics: dict[str, list[Body]] = {}
+    for group in keep:
+        if group["topics"] is None:
+            continue
+        ok, bad = _split(group["topics"], lambda t: t["name"],
+                         lambda n: allowed(Op.DESCRIBE, TOPIC, n))
+        if bad:
+            group["topics"] = ok
+            denied_topics[group["group_id"]] = [
+                {"name": t["name"], "partitions": [
+                    {"partition_index": p, "committed_offset": -1, "error_code": TOPIC_DENIED}
+                    for p in t["partition_indexes"]]} for t in bad]
+
+    def merge(response: Body) -> None:
+        for group in response["groups"]:
+            group["topics"] = [t for t in group["topics"]
+                               if allowed(Op.DESCRIBE, TOPIC, t["name"])]
+            group["topics"] += denied_topics.get(group["group_id"], [])
+        response["groups"] = list(response["groups"]) + drop
+
+    if not keep:
+        return Decision(response={"throttle_time_ms": 0, "groups": drop}, denied=True)
+    body["groups"] = keep
+    return Decision(merge=merge, denied=bool(drop or denied_topics))
+
+
 def _offset_fetch(allowed: Allowed, version: int, body: Body) -> Decision | None:
-    if "group_id" not in body:  # v8+ (several groups) is not served
-        return None
+    if "group_id" not in body:
+        return _offset_fetch_groups(allowed, body)
     if not allowed(Op.DESCRIBE, GROUP, body["group_id"]):
         return Decision(response={"throttle_time_ms": 0, "error_code": GROUP_DENIED,
                                   "topics": [] if version >= 2 else [
@@ -332,6 +366,16 @@ def _cluster(op: Operation, response: Callable[[Body], Body]) -> Callable[
     return fn
 
 
+def _consumer_group_describe(allowed: Allowed, version: int, body: Body) -> Decision | None:
+    return _topic_level(body, "group_ids", "groups", "",
+                        lambda g: allowed(Op.DESCRIBE, GROUP, g),
+                        lambda g: {"error_code": GROUP_DENIED, "error_message": None,
+                                   "group_id": g, "group_state": "", "group_epoch": -1,
+                                   "assignment_epoch": -1, "assignor_name": "", "members": [],
+                                   "authorized_operations": -2147483648},
+                        {"throttle_time_ms": 0})
+
+
 CHECKS: dict[int, Callable[[Allowed, int, Body], Decision | None]] = {
     0: _produce,
     1: _fetch,
@@ -370,10 +414,16 @@ CHECKS: dict[int, Callable[[Allowed, int, Body], Decision | None]] = {
          "matching_acls": []} for _ in b["filters"]]}),
     32: _configs(Op.DESCRIBE_CONFIGS, "results"),
     33: _configs(Op.ALTER_CONFIGS, "responses"),
+    35: _cluster(Op.DESCRIBE, lambda b: {"throttle_time_ms": 0,
+                                         "error_code": CLUSTER_DENIED, "results": []}),
     37: _create_partitions,
     42: _delete_groups,
     44: _configs(Op.ALTER_CONFIGS, "responses"),
     47: _offset_delete,
+    68: _group_whole(Op.READ, {"throttle_time_ms": 0, "error_message": None,
+                               "member_id": None, "member_epoch": -1,
+                               "heartbeat_interval_ms": 0, "assignment": None}),
+    69: _consumer_group_describe,
     48: _cluster(Op.DESCRIBE_CONFIGS, lambda b: {
         "throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
         "error_message": "Cluster authorization failed.", "entries": None}),
