@@ -33,7 +33,8 @@ def test_named_tls_listeners_get_contexts(pki: Pki) -> None:
         **tls_overrides(pki),
         "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
         "listener.security.protocol.map":
-            "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,EXTERNAL:SASL_SSL"})
+            "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,EXTERNAL:SASL_SSL",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512"})
     assert sorted(server_contexts(config, listener_settings(config)[0])) == [
         "EXTERNAL", "INTERNAL"]
 
@@ -52,3 +53,12 @@ def test_keystore_mistakes_fail_the_start(pki: Pki, given: dict[str, str],
     config = BrokerConfig({k: v for k, v in settings.items() if v != ""})
     with pytest.raises(ConfigError, match=message):
         server_contexts(config, listener_settings(config)[0])
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ({}, "sasl.enabled.mechanisms has none of"),  # Kafka's default is GSSAPI
+    ({"sasl.enabled.mechanisms": "PLAIN"}, "PLAIN needs listener.name.sasl_plaintext.plain"),
+])
+def test_sasl_listener_mistakes_fail_the_start(given: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        listener_settings(BrokerConfig({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", **given}))

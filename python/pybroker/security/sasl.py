@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hmac
 import re
+from typing import Any
 
-from pybroker.config import BrokerConfig
+from pybroker.config import BrokerConfig, ConfigError
 from pybroker.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from pybroker.security.scram import CredentialLookup, SaslFailed, ScramServer
 from pybroker.security.settings import listener_raw, listener_value
@@ -44,6 +45,24 @@ def plain_users(config: BrokerConfig, listener: str) -> dict[str, str]:
     """user -> password from the listener's PLAIN JAAS line (`user_<name>="<pw>"`)."""
     text = listener_raw(config, listener, "plain.sasl.jaas.config") or ""
     return {k[len("user_"):]: v for k, v in jaas_options(text).items() if k.startswith("user_")}
+
+
+def check_listeners(config: BrokerConfig, listeners: list[Any]) -> None:
+    """Refuse at startup what Kafka refuses: a SASL listener with no mechanism pybroker
+    serves, or PLAIN without the listener's JAAS line (no users)."""
+    for listener in listeners:
+        if listener.security_protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+            continue
+        mechanisms = enabled_mechanisms(config, listener.name)
+        if not mechanisms:
+            raise ConfigError(
+                f"listener {listener} ({listener.security_protocol}): sasl.enabled.mechanisms "
+                f"has none of {', '.join(SUPPORTED)}")
+        if "PLAIN" in mechanisms and listener_raw(config, listener.name,
+                                                  "plain.sasl.jaas.config") is None:
+            raise ConfigError(
+                f"listener {listener}: PLAIN needs listener.name.{listener.name.lower()}."
+                "plain.sasl.jaas.config (with user_<name>=\"<password>\" entries)")
 
 
 class PlainServer:

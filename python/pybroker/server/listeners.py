@@ -18,6 +18,7 @@ import socket
 from collections import Counter
 
 from pybroker.config import BrokerConfig, ConfigError
+from pybroker.security.sasl import check_listeners as check_sasl_listeners
 
 #: pending connections the kernel queues per listener before accept
 ACCEPT_BACKLOG = 512
@@ -132,6 +133,7 @@ def listener_settings(config: BrokerConfig) -> tuple[list[Listener], list[Listen
         raise ConfigError("advertised.listeners cannot use the nonroutable meta-address "
                           "0.0.0.0. Use a routable IP address.")
     inter_broker_listener(config, advertised)
+    check_sasl_listeners(config, listeners)
     return listeners, advertised
 
 
