@@ -157,3 +157,45 @@ def test_a_bad_keystore_password_fails_the_start(broker_factory, pki: Pki) -> No
     proc = subprocess.run(b.command(), capture_output=True, timeout=60)
     assert proc.returncode != 0
     assert b"cannot load keystore" in proc.stderr + proc.stdout
+
+
+def test_client_certificate_principal_is_the_dn(secured_broker: SecuredFactory, pki: Pki,
+                                                topic_name: str) -> None:
+    """ACLs name an mTLS client as Kafka does: User:<RFC 2253 DN of its certificate>."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    broker, ports = secured_broker({"SSL": "SSL"}, tls_overrides(pki, {
+        "ssl.client.auth": "required",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:ANONYMOUS"}))  # the PLAINTEXT listener administers
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    other = topic_name + "-other"
+    for future in admin.create_topics([NewTopic(topic_name, 1, 1),
+                                       NewTopic(other, 1, 1)]).values():
+        future.result(TIMEOUT_S)
+    binding = AclBinding(ResourceType.TOPIC, topic_name, ResourcePatternType.LITERAL,
+                         "User:CN=client,OU=test", "*", AclOperation.WRITE,
+                         AclPermissionType.ALLOW)
+    for future in admin.create_acls([binding]).values():
+        future.result(TIMEOUT_S)
+    conf = _confluent_ssl(pki, ports["SSL"])
+
+    def produce(topic: str) -> KafkaError | None:
+        errors: list[KafkaError | None] = []
+        producer = Producer({**conf, "message.timeout.ms": 8000, "retries": 0})
+        producer.produce(topic, b"v", on_delivery=lambda err, msg: errors.append(err))
+        producer.flush(TIMEOUT_S)
+        return errors[0] if errors else KafkaError(KafkaError._TIMED_OUT)
+
+    assert produce(topic_name) is None
+    err = produce(other)
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
