@@ -64,3 +64,27 @@ def test_quotas_and_scram_credentials(secured_broker: SecuredFactory, pki: Pki,
     capsys.readouterr()
     run(_args(bootstrap, command_config=str(props), describe=True, entity_name="frank"))
     assert capsys.readouterr().out == ""
+
+
+def test_through_the_configs_tool(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    broker = broker_factory()
+
+    def tool(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pybroker", "configs",
+                               "--bootstrap-server", broker.bootstrap, *args],
+                              capture_output=True, text=True, timeout=60)
+
+    done = tool("--alter", "--entity-type", "users", "--entity-name", "gina", "--add-config",
+                "producer_byte_rate=4096,SCRAM-SHA-256=[iterations=4096,password=g]")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Completed updating config for user gina." in done.stdout
+    shown = tool("--describe", "--entity-type", "users", "--entity-name", "gina").stdout
+    assert "Quota configs for user-principal 'gina' are producer_byte_rate=4096.0" in shown
+    assert "SCRAM-SHA-256=iterations=4096" in shown
+    assert tool("--alter", "--entity-type", "users", "--entity-name", "gina",
+                "--delete-config", "producer_byte_rate").returncode == 0
+    assert "Quota configs" not in tool("--describe", "--entity-type", "users",
+                                       "--entity-name", "gina").stdout

@@ -400,6 +400,12 @@ CHECKS: dict[int, Callable[[Allowed, int, Body], Decision | None]] = {
             for p in t["partitions"]]} for t in b.get("v3_and_below_topics") or []]}),
     25: _txn_whole(lambda b: {"throttle_time_ms": 0, "error_code": TXN_DENIED}),
     26: _txn_whole(lambda b: {"throttle_time_ms": 0, "error_code": TXN_DENIED}),
+    27: _cluster(Op.CLUSTER_ACTION, lambda b: {"markers": [
+        {"producer_id": m["producer_id"], "topics": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p, "error_code": CLUSTER_DENIED}
+                for p in t["partition_indexes"]]} for t in m["topics"]]}
+        for m in b["markers"]]}),
     28: _txn_whole(lambda b: {"throttle_time_ms": 0, "topics": [
         {"name": t["name"], "partitions": _partitions(t, "partitions", TXN_DENIED)}
         for t in b["topics"]]}),

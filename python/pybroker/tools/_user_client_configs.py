@@ -100,6 +100,13 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
+def _items(value: str | list[str] | None) -> list[str]:
+    """The configs tool gives one string; a list (repeated options) works too."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
 def _name(args: argparse.Namespace) -> str | None:
     """The entity name; "" for --entity-default, None for every entity."""
     if getattr(args, "entity_default", False):
@@ -137,8 +144,8 @@ async def _alter(conn: BrokerConnection, args: argparse.Namespace) -> list[str]:
     if name is None:
         raise ToolError("an entity name (--entity-name or --entity-default) is required "
                         "with --alter")
-    added = parse_add_config(",".join(getattr(args, "add_config", None) or []))
-    deleted = [d.strip() for item in getattr(args, "delete_config", None) or []
+    added = parse_add_config(",".join(_items(getattr(args, "add_config", None))))
+    deleted = [d.strip() for item in _items(getattr(args, "delete_config", None))
                for d in item.split(",") if d.strip()]
     scram_set = {k: v for k, v in added.items() if k in MECHANISMS}
     scram_del = [d for d in deleted if d in MECHANISMS]

@@ -32,6 +32,7 @@ from typing import Any
 from pybroker.config import ConfigSource
 from pybroker.tools._common import DEFAULT_TIMEOUT_MS, ToolError, add_bootstrap, read_properties
 from pybroker.tools._wire import WireClient
+from pybroker.tools import _user_client_configs as user_client_configs
 
 COMMAND = "configs"
 HELP = "describe or alter topic and broker configs (kafka-configs.sh)"
@@ -161,6 +162,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if user_client_configs.handles(args):  # users / clients: quotas, SCRAM (issue 16)
+        return user_client_configs.run(args)
     try:
         kind = ENTITY_TYPES.get(args.entity_type)
         if kind is None:
