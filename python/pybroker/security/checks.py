@@ -448,7 +448,7 @@ async def authorize_request(authorizer: Authorizer, conn: Any, api_key: int, ver
                             body: Body, metrics: Any) -> Decision | None:
     """The dispatcher's hook: the connection's principal against the request."""
     await authorizer.ready()
-    session = conn.session
+    session = getattr(conn, "session", None)
     principal = session.principal if session is not None else "User:ANONYMOUS"
     decision = check(authorizer, principal, conn.host, api_key, version, body)
     if decision is not None and decision.denied:

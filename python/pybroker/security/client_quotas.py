@@ -189,7 +189,7 @@ class ClientQuotas:
         await self.ready()
         if not self.configs:
             return 0
-        session = conn.session
+        session = getattr(conn, "session", None)
         principal = session.principal if session is not None else "User:ANONYMOUS"
         user = principal.partition(":")[2]
         client = client_id or ""

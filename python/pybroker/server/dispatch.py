@@ -54,7 +54,9 @@ class Dispatcher:
 
     async def handle_frame(self, conn: Connection, frame: memoryview) -> bool:
         """Handle one request; False closes the connection."""
-        if conn.session is not None and conn.session.raw_sasl:
+        # a connection from a listener has its session (pybroker.security.session)
+        session = getattr(conn, "session", None)
+        if session is not None and session.raw_sasl:
             from pybroker.handlers.sasl import handle_raw_token
 
             return await handle_raw_token(self.context, conn, frame)
@@ -86,7 +88,6 @@ class Dispatcher:
             refused.warning("closing %s: API %d v%d not supported", conn.peer, header.api_key,
                         header.api_version)
             return False
-        session = conn.session
         if session is not None and not session.admits(header.api_key):
             refused.warning("closing %s: %s v%d before SASL authentication completed (or "
                             "after its session expired)", conn.peer,
