@@ -376,6 +376,33 @@ def _consumer_group_describe(allowed: Allowed, version: int, body: Body) -> Deci
                         {"throttle_time_ms": 0})
 
 
+def _describe_producers(allowed: Allowed, version: int, body: Body) -> Decision | None:
+    return _topic_level(body, "topics", "topics", "name", lambda n: allowed(Op.READ, TOPIC, n),
+                        lambda t: {"name": t["name"], "partitions": [
+                            {"partition_index": p, "error_code": TOPIC_DENIED,
+                             "error_message": None, "active_producers": []}
+                            for p in t["partition_indexes"]]},
+                        {"throttle_time_ms": 0})
+
+
+def _describe_transactions(allowed: Allowed, version: int, body: Body) -> Decision | None:
+    return _topic_level(body, "transactional_ids", "transaction_states", "",
+                        lambda t: allowed(Op.DESCRIBE, TXN, t),
+                        lambda t: {"error_code": TXN_DENIED, "transactional_id": t,
+                                   "transaction_state": "", "transaction_timeout_ms": 0,
+                                   "transaction_start_time_ms": -1, "producer_id": -1,
+                                   "producer_epoch": -1, "topics": []},
+                        {"throttle_time_ms": 0})
+
+
+def _list_transactions(allowed: Allowed, version: int, body: Body) -> Decision | None:
+    def describable(response: Body) -> None:
+        response["transaction_states"] = [
+            t for t in response["transaction_states"]
+            if allowed(Op.DESCRIBE, TXN, t["transactional_id"])]
+    return Decision(merge=describable)
+
+
 CHECKS: dict[int, Callable[[Allowed, int, Body], Decision | None]] = {
     0: _produce,
     1: _fetch,
@@ -426,6 +453,9 @@ CHECKS: dict[int, Callable[[Allowed, int, Body], Decision | None]] = {
     42: _delete_groups,
     44: _configs(Op.ALTER_CONFIGS, "responses"),
     47: _offset_delete,
+    61: _describe_producers,
+    65: _describe_transactions,
+    66: _list_transactions,
     68: _group_whole(Op.READ, {"throttle_time_ms": 0, "error_message": None,
                                "member_id": None, "member_epoch": -1,
                                "heartbeat_interval_ms": 0, "assignment": None}),
