@@ -102,8 +102,16 @@ def test_acl_matrix(acl_broker: tuple[Broker, int]) -> None:
                     continue
                 if msg.error():
                     return msg.error()  # type: ignore[no-any-return]
-                consumer.commit(message=msg, asynchronous=False)
-                return None
+                while True:
+                    try:
+                        consumer.commit(message=msg, asynchronous=False)
+                        return None
+                    except KafkaException as exc:
+                        # the coordinator lookup may still be under way (librdkafka)
+                        if (exc.args[0].code() != KafkaError._WAIT_COORD
+                                or time.monotonic() > deadline):
+                            raise
+                        time.sleep(0.2)
         except KafkaException as exc:
             return exc.args[0]  # type: ignore[no-any-return]
         finally:
