@@ -11,6 +11,7 @@ APIs without a check here (ApiVersions, the SASL requests) need no authorization
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +30,12 @@ TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 TXN_DENIED = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
+#: topic id -> name (or None), for the APIs that name topics by id (Fetch v13+,
+#: DeleteTopics v6+); set per request by authorize_request
+RESOLVE: contextvars.ContextVar[Callable[[Any], str | None]] = contextvars.ContextVar(
+    "RESOLVE", default=lambda topic_id: None)
 
 
 @dataclasses.dataclass
@@ -114,14 +121,26 @@ def _fetch(allowed: Allowed, version: int, body: Body) -> Decision | None:
         return None
 
     def entry(t: Body) -> Body:
-        return {"topic": t["topic"], "partitions": [
+        return {"topic": t.get("topic"), "topic_id": t.get("topic_id"), "partitions": [
             {"partition_index": p["partition"], "error_code": TOPIC_DENIED,
              "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
              "records": b""} for p in t["partitions"]]}
 
-    return _topic_level(body, "topics", "responses", "topic",
-                        lambda n: allowed(Op.READ, TOPIC, n), entry,
-                        {"throttle_time_ms": 0, "error_code": 0, "session_id": 0})
+    def ok(t: Body) -> bool:
+        # v13+ names topics by id; an id this broker does not know is the handler's
+        # UNKNOWN_TOPIC_ID, not an authorization question
+        name = t["topic"] if version <= 12 else RESOLVE.get()(t["topic_id"])
+        return name is None or allowed(Op.READ, TOPIC, name)
+
+    keep, drop = _split(body["topics"] or [], lambda t: t, ok)
+    if not drop:
+        return None
+    extra = [entry(t) for t in drop]
+    if not keep:
+        return Decision(response={"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+                                  "responses": extra}, denied=True)
+    body["topics"] = keep
+    return Decision(merge=_merge_into("responses", extra), denied=True)
 
 
 def _list_offsets(allowed: Allowed, version: int, body: Body) -> Decision | None:
@@ -211,7 +230,7 @@ def _offset_fetch_groups(allowed: Allowed, body: Body) -> Decision | None:
 
 
 def _offset_fetch(allowed: Allowed, version: int, body: Body) -> Decision | None:
-    if "group_id" not in body:
+    if version >= 8:
         return _offset_fetch_groups(allowed, body)
     if not allowed(Op.DESCRIBE, GROUP, body["group_id"]):
         return Decision(response={"throttle_time_ms": 0, "error_code": GROUP_DENIED,
@@ -292,8 +311,20 @@ def _create_topics(allowed: Allowed, version: int, body: Body) -> Decision | Non
 
 
 def _delete_topics(allowed: Allowed, version: int, body: Body) -> Decision | None:
-    if "topic_names" not in body:
-        return None
+    if version >= 6:  # names or ids
+        def ok(t: Body) -> bool:
+            name = t["name"] if t.get("name") is not None else RESOLVE.get()(t["topic_id"])
+            return name is None or allowed(Op.DELETE, TOPIC, name)
+
+        keep, drop = _split(body["topics"] or [], lambda t: t, ok)
+        if not drop:
+            return None
+        extra = [{"name": t.get("name"), "topic_id": t.get("topic_id"),
+                  "error_code": TOPIC_DENIED} for t in drop]
+        if not keep:
+            return Decision(response={"throttle_time_ms": 0, "responses": extra}, denied=True)
+        body["topics"] = keep
+        return Decision(merge=_merge_into("responses", extra), denied=True)
     return _topic_level(body, "topic_names", "responses", "",
                         lambda n: allowed(Op.DELETE, TOPIC, n),
                         lambda n: {"name": n, "error_code": TOPIC_DENIED},
@@ -475,9 +506,12 @@ CHECKS: dict[int, Callable[[Allowed, int, Body], Decision | None]] = {
 
 
 async def authorize_request(authorizer: Authorizer, conn: Any, api_key: int, version: int,
-                            body: Body, metrics: Any) -> Decision | None:
-    """The dispatcher's hook: the connection's principal against the request."""
+                            body: Body, metrics: Any, metadata: Any = None) -> Decision | None:
+    """The dispatcher's hook: the connection's principal against the request
+    (`metadata`: the cache topic ids are resolved to names with)."""
     await authorizer.ready()
+    if metadata is not None:
+        RESOLVE.set(lambda topic_id: getattr(metadata.topic_by_id(topic_id), "name", None))
     session = getattr(conn, "session", None)
     principal = session.principal if session is not None else "User:ANONYMOUS"
     decision = check(authorizer, principal, conn.host, api_key, version, body)

@@ -106,7 +106,8 @@ class Dispatcher:
         decision = None
         if self.authorizer is not None:
             decision = await authorize_request(self.authorizer, conn, header.api_key,
-                                               header.api_version, body, self.metrics)
+                                               header.api_version, body, self.metrics,
+                                               self.context.metadata)
             if decision is not None and decision.close:
                 return False
         request = Request(header, body, conn, time.monotonic())

@@ -92,7 +92,6 @@ APIS: dict[int, Api] = {
         describe_log_dirs,
         describe_cluster,
         describe_topic_partitions,
-        write_txn_markers,
         # security (issue 16)
         sasl_handshake,
         sasl_authenticate,
