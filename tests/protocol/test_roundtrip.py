@@ -70,6 +70,8 @@ def test_registry_covers_the_brief() -> None:
         26: (0, 3), 27: (0, 1), 28: (0, 3), 32: (1, 3), 33: (0, 1), 37: (0, 1), 42: (0, 1),
         44: (0, 0), 35: (1, 4), 47: (0, 0), 60: (0, 1), 61: (0, 0), 65: (0, 0), 66: (0, 1),
         68: (0, 1), 69: (0, 0), 75: (0, 0),
+        # issue 15: ControlledShutdown, ElectLeaders, Alter/ListPartitionReassignments
+        7: (1, 3), 43: (0, 2), 45: (0, 0), 46: (0, 0),
     }
     assert {k: (a.min_version, a.max_version) for k, a in APIS.items()} == expected
     flexible = {(k, v) for k, a in APIS.items() for v in range(a.min_version, a.max_version + 1)
@@ -81,5 +83,6 @@ def test_registry_covers_the_brief() -> None:
                         (22, 2), (22, 3), (22, 4), (24, 3), (25, 3), (26, 3), (27, 1), (61, 0),
                         (65, 0), (66, 0), (66, 1)} | \
         {(1, v) for v in range(12, 18)} | {(3, v) for v in range(9, 14)} | \
-        {(19, v) for v in range(5, 8)} | {(20, v) for v in range(4, 7)}
+        {(19, v) for v in range(5, 8)} | {(20, v) for v in range(4, 7)} | \
+        {(7, 3), (43, 2), (45, 0), (46, 0)}
     assert not APIS[0].is_flexible(8) and APIS[0].is_flexible(9)

@@ -4,9 +4,11 @@ from pybroker.protocol.messages import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_partition_reassignments,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
+    controlled_shutdown,
     create_partitions,
     create_topics,
     delete_groups,
@@ -19,6 +21,7 @@ from pybroker.protocol.messages import (
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
@@ -30,6 +33,7 @@ from pybroker.protocol.messages import (
     list_groups,
     list_offsets,
     list_transactions,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
@@ -83,6 +87,10 @@ APIS: dict[int, Api] = {
         describe_log_dirs,
         describe_cluster,
         describe_topic_partitions,
+        controlled_shutdown,
+        elect_leaders,
+        alter_partition_reassignments,
+        list_partition_reassignments,
     )
 }
 
