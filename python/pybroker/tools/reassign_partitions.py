@@ -341,10 +341,14 @@ def _alter_configs(ck: Any, args: argparse.Namespace, resources: list[Any],
                    quiet: bool = False) -> None:
     config = client_config(args.bootstrap_server, read_properties(args.command_config))
     client = ck.admin.AdminClient(config)
-    futures = client.incremental_alter_configs(resources, request_timeout=WAIT_S)
-    for resource, future in futures.items():
-        try:
-            future.result(WAIT_S)
-        except Exception as exc:  # a broker without dynamic broker configs, say
-            if not quiet:
-                print(f"Warning: setting {resource} failed: {kafka_message(exc)}")
+    # librdkafka takes one BROKER resource per call (each goes to its own broker)
+    topics = [r for r in resources if r.restype != ck.admin.ResourceType.BROKER]
+    calls = ([topics] if topics else []) + [[r] for r in resources if r not in topics]
+    for call in calls:
+        futures = client.incremental_alter_configs(call, request_timeout=WAIT_S)
+        for resource, future in futures.items():
+            try:
+                future.result(WAIT_S)
+            except Exception as exc:  # a broker without dynamic broker configs, say
+                if not quiet:
+                    print(f"Warning: setting {resource} failed: {kafka_message(exc)}")
