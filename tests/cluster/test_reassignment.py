@@ -151,3 +151,42 @@ def test_throttled_reassignment_is_bounded_and_cancelled(cluster: Cluster,
     assert "No partition reassignments found." in tool(
         "reassign-partitions", "--bootstrap-server", bootstrap, "--list")
     assert cluster.isr(topic, 0) == sorted(original)
+
+
+def test_reassignment_requests_are_the_controllers_and_checked(cluster: Cluster) -> None:
+    """A broker that is not the controller answers NOT_CONTROLLER (clients find the
+    controller in Metadata); the controller refuses dead brokers and unknown
+    partitions per partition, and a cancel of a partition not moving."""
+    import anyio
+
+    from pybroker.client.connection import BrokerConnection
+    from pybroker.errors import ErrorCode
+
+    topic = "checked"
+    cluster.create_topic(topic, 1)
+    controller = wait_for(cluster.controller, what="a controller")
+    other = next(b for b in cluster.brokers if b != controller)
+
+    def alter(broker_id: int, partitions: list[dict]) -> dict:
+        broker = cluster.brokers[broker_id]
+
+        async def send() -> dict:
+            connection = BrokerConnection(broker.host, broker.port, "test", WAIT_S)
+            try:
+                return await connection.request(45, 0, {"timeout_ms": 30000, "topics": [
+                    {"name": topic, "partitions": partitions}]})
+            finally:
+                await connection.close()
+        return anyio.run(send)
+
+    answer = alter(other, [{"partition_index": 0, "replicas": [1, 2, 3]}])
+    assert answer["error_code"] == ErrorCode.NOT_CONTROLLER
+    answer = alter(controller, [{"partition_index": 0, "replicas": [1, 2, 9]},
+                                {"partition_index": 5, "replicas": [1, 2, 3]}])
+    assert answer["error_code"] == 0
+    codes = [p["error_code"] for p in answer["responses"][0]["partitions"]]
+    assert codes == [ErrorCode.INVALID_REPLICA_ASSIGNMENT, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    answer = alter(controller, [{"partition_index": 0, "replicas": None}])
+    assert answer["responses"][0]["partitions"][0]["error_code"] == (
+        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+    assert sorted(cluster.describe(topic)[0]["replicas"]) == [1, 2, 3]
