@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
 
-from tests.cluster.cluster import WAIT_S, Cluster, wait_for
+from tests.cluster.cluster import WAIT_S, Cluster, cluster_fixture, wait_for
 from tests.cluster.operate import BackgroundConsumer, add_broker, partition_dirs, tool
 from tests.cluster.scenario import (
     PARTITIONS,
@@ -19,6 +21,8 @@ from tests.cluster.scenario import (
     assert_nothing_lost,
     start_producers,
 )
+from tests.cluster.zookeeper import ZooKeeperServer
+from tests.conftest import Broker
 
 #: a reassignment of a few hundred KB must complete within this (loaded 2-core box)
 REASSIGN_S = 60.0
@@ -91,15 +95,25 @@ def test_grow_to_four_brokers_and_move_a_topic_onto_the_new_one(
     assert_nothing_lost(cluster, topic, producers)
 
 
-def test_throttled_reassignment_is_bounded_and_cancelled(cluster: Cluster,
-                                                         tmp_path: Path) -> None:
-    topic = "throttled"
-    rate = 100_000
+RATE = 100_000
+
+
+@pytest.fixture
+def leader_throttled_cluster(zookeeper: ZooKeeperServer, tmp_path: Path,
+                             request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """Three brokers whose leaders throttle out-of-sync followers to RATE B/s (a static
+    config here; Kafka's tool sets it as a dynamic broker config)."""
+    yield from cluster_fixture(zookeeper, tmp_path, request, overrides={
+        "leader.replication.throttled.rate": RATE})
+
+
+def _fill(cluster: Cluster, topic: str) -> None:
+    """3 MB in partition 0: half a minute's worth at the throttle."""
     cluster.create_topic(topic, 1, configs=TOPIC_CONFIGS)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
                          "linger.ms": 20})
     payload = b"x" * 1000
-    for _ in range(3000):  # 3 MB: a minute's worth at the throttle
+    for _ in range(3000):
         while True:
             try:
                 producer.produce(topic, payload, partition=0)
@@ -107,15 +121,15 @@ def test_throttled_reassignment_is_bounded_and_cancelled(cluster: Cluster,
             except BufferError:
                 producer.poll(0.1)
     assert producer.flush(WAIT_S) == 0
-    new = add_broker(cluster, 4)
-    # the follower side of the throttle: broker 4's rate (a static config here; Kafka's
-    # tool sets it as a dynamic broker config)
-    new.stop()
-    new.overrides["follower.replication.throttled.rate"] = str(rate)
-    cluster.restart(4)
-    cluster.wait_registered(set(cluster.brokers))
+
+
+def _throttled_move_then_cancel(cluster: Cluster, tmp_path: Path, topic: str,
+                                new: Broker) -> None:
+    """Move partition 0 onto `new` with --throttle: the copy stays under the bound and
+    the move in progress; then cancel it, which reverts the replicas and deletes the
+    new replica."""
     original = cluster.describe(topic)[0]["replicas"]
-    target = [4] + original[1:]
+    target = [new_id := int(new.overrides["broker.id"])] + original[1:]
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": topic, "partition": 0, "replicas": target}]}))
@@ -123,34 +137,56 @@ def test_throttled_reassignment_is_bounded_and_cancelled(cluster: Cluster,
 
     started = time.monotonic()
     out = tool("reassign-partitions", "--bootstrap-server", bootstrap, "--execute",
-               "--reassignment-json-file", str(plan), "--throttle", str(rate))
-    assert "The inter-broker throttle limit was set to 100000 B/s" in out, out
-    assert "Successfully started partition reassignment for throttled-0" in out, out
-    wait_for(lambda: partition_dirs(new, topic) == {0}, WAIT_S, "broker 4 to open the replica")
+               "--reassignment-json-file", str(plan), "--throttle", str(RATE))
+    assert f"The inter-broker throttle limit was set to {RATE} B/s" in out, out
+    assert f"Successfully started partition reassignment for {topic}-0" in out, out
+    wait_for(lambda: partition_dirs(new, topic) == {0}, WAIT_S, "the new replica to open")
     time.sleep(3.0)  # let the throttled follower copy what it may
     copied = sum(p.stat().st_size for p in (new.data_dir / f"{topic}-0").glob("*.log"))
     elapsed = time.monotonic() - started
     # loosely: one fetch's worth (replica.fetch.max.bytes, 1 MiB) plus the rate over the
     # time, far below the 3 MB an unthrottled follower copies in that time
-    assert copied <= (1 << 20) + rate * elapsed * 2, (copied, elapsed, out)
+    assert copied <= (1 << 20) + RATE * elapsed * 2, (copied, elapsed, out)
     listed = tool("reassign-partitions", "--bootstrap-server", bootstrap, "--list")
-    assert "throttled-0: replicas: " in listed and "adding: 4." in listed, listed
+    assert f"{topic}-0: replicas: " in listed and f"adding: {new_id}." in listed, listed
     verify = tool("reassign-partitions", "--bootstrap-server", bootstrap, "--verify",
                   "--reassignment-json-file", str(plan))
-    assert "Reassignment of partition throttled-0 is still in progress." in verify, verify
+    assert f"Reassignment of partition {topic}-0 is still in progress." in verify, verify
 
     out = tool("reassign-partitions", "--bootstrap-server", bootstrap, "--cancel",
                "--reassignment-json-file", str(plan))
-    assert "Successfully cancelled partition reassignment for: throttled-0" in out, out
+    assert f"Successfully cancelled partition reassignment for: {topic}-0" in out, out
     # Kafka's revert keeps the original replicas, not their order: the assignment
     # during the move lists the target first and cannot tell the original order
     wait_for(lambda: sorted(cluster.describe(topic)[0]["replicas"]) == sorted(original),
              WAIT_S, "the original replicas back")
     wait_for(lambda: not partition_dirs(new, topic), WAIT_S,
-             "broker 4 to delete the cancelled replica")
+             "the new broker to delete the cancelled replica")
     assert "No partition reassignments found." in tool(
         "reassign-partitions", "--bootstrap-server", bootstrap, "--list")
     assert cluster.isr(topic, 0) == sorted(original)
+
+
+def test_follower_throttled_reassignment_is_bounded_and_cancelled(
+        cluster: Cluster, tmp_path: Path) -> None:
+    topic = "throttled"
+    _fill(cluster, topic)
+    new = add_broker(cluster, 4)
+    # the follower side of the throttle: broker 4's rate
+    new.stop()
+    new.overrides["follower.replication.throttled.rate"] = str(RATE)
+    cluster.restart(4)
+    cluster.wait_registered(set(cluster.brokers))
+    _throttled_move_then_cancel(cluster, tmp_path, topic, new)
+
+
+def test_leader_throttled_reassignment_is_bounded_and_cancelled(
+        leader_throttled_cluster: Cluster, tmp_path: Path) -> None:
+    cluster = leader_throttled_cluster
+    topic = "leader-throttled"
+    _fill(cluster, topic)  # in-sync followers are not throttled: acks=all goes on
+    new = add_broker(cluster, 4)
+    _throttled_move_then_cancel(cluster, tmp_path, topic, new)
 
 
 def test_reassignment_requests_are_the_controllers_and_checked(cluster: Cluster) -> None:
