@@ -226,3 +226,22 @@ def test_reassignment_requests_are_the_controllers_and_checked(cluster: Cluster)
     assert answer["responses"][0]["partitions"][0]["error_code"] == (
         ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
     assert sorted(cluster.describe(topic)[0]["replicas"]) == [1, 2, 3]
+
+
+def test_a_move_written_to_admin_reassign_partitions_is_carried_out(cluster: Cluster) -> None:
+    """Kafka's ZooKeeper way: an operator writes /admin/reassign_partitions; the
+    controller starts the moves and removes the znode."""
+    topic = "zkmoved"
+    cluster.create_topic(topic, 1, replication=2)
+    original = cluster.describe(topic)[0]["replicas"]
+    spare = next(b for b in sorted(cluster.brokers) if b not in original)
+    target = [spare, original[0]]
+    cluster.zk.create("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": target}]}).encode())
+    wait_for(lambda: cluster.describe(topic)[0]["replicas"] == target, REASSIGN_S,
+             "the move requested in ZooKeeper to complete")
+    wait_for(lambda: cluster.zk.exists("/admin/reassign_partitions") is None, WAIT_S,
+             "the controller to remove the request")
+    wait_for(lambda: not partition_dirs(cluster.brokers[original[1]], topic), WAIT_S,
+             f"broker {original[1]} to delete its replica")
+    assert sorted(cluster.isr(topic, 0)) == sorted(target)

@@ -143,6 +143,7 @@ class Controller:
             await self.backend.watch_topics(self._topics_changed),
             await self.backend.watch_topic_deletions(self._deletions_changed),
             await self.backend.watch_isr_changes(self._isr_changed),
+            await self.backend.watch_reassignment_requests(self._reassignment_requested),
         ]
 
     def _resign_locally(self) -> None:
@@ -192,6 +193,29 @@ class Controller:
                               if (a := self._topics.get(topic)) is not None
                               and index in a.partitions
                               and reassignment.is_reassigning(a, index)}))
+
+    async def _reassignment_requested(self, moves: dict[Partition, list[int]]) -> None:
+        """Moves written to /admin/reassign_partitions (the ZooKeeper way): start them as
+        AlterPartitionReassignments would, then remove the request."""
+        lease = self.lease
+        if lease is None:
+            return
+        requests: dict[str, dict[int, list[int] | None]] = {}
+        for (topic, index), replicas in moves.items():
+            requests.setdefault(topic, {})[index] = replicas
+        try:
+            results = await self.alter_reassignments(requests)
+            await self.backend.clear_reassignment_requests(lease)
+        except ControllerMoved:
+            self._resign_locally()
+            return
+        except KafkaError as exc:
+            log.info("controller: /admin/reassign_partitions: %s", exc)
+            return
+        for (topic, index), error in sorted(results.items()):
+            if error is not None:
+                log.warning("controller: /admin/reassign_partitions %s-%d: %s", topic, index,
+                            error)
 
     # --- requests only the controller serves --------------------------------------------
     def _require_lease(self) -> ControllerLease:
