@@ -494,15 +494,33 @@ class Controller:
             except StaleVersion:
                 stale = True
         if completed and not stale:
-            # the moves whose states are written: the assignment becomes the target
-            done = assignment
-            for index, target in completed.items():
-                done = reassignment.with_partition(done, index, target, [], [])
+            stale = await self._complete(assignment, completed, lease)
+        return stale
+
+    async def _complete(self, seen: TopicAssignment, completed: dict[int, list[int]],
+                        lease: ControllerLease) -> bool:
+        """The moves whose states are written: their partitions' assignment becomes the
+        target. Written over the store's current assignment, and only for partitions
+        whose move is still the one judged complete (an operator may have changed it
+        meanwhile); True when one was not (reconcile again)."""
+        fresh = (await self.backend.topic_assignments()).get(seen.name)
+        if fresh is None or fresh.topic_id != seen.topic_id:
+            return False
+        done, changed = fresh, False
+        for index, target in completed.items():
+            if (fresh.partitions.get(index) != seen.partitions.get(index)
+                    or fresh.adding_replicas.get(index) != seen.adding_replicas.get(index)
+                    or fresh.removing_replicas.get(index) != seen.removing_replicas.get(index)):
+                changed = True
+                continue
+            done = reassignment.with_partition(done, index, target, [], [])
+        if done != fresh:
             await self.backend.set_partition_assignment(done, lease)
             for index, target in completed.items():
-                log.info("controller: reassignment of %s-%d to %s completed", assignment.name,
-                         index, target)
-        return stale
+                if done.partitions[index] == target:
+                    log.info("controller: reassignment of %s-%d to %s completed", seen.name,
+                             index, target)
+        return changed
 
     async def _unclean(self, topic: str) -> bool:
         value = (await self.backend.topic_configs(topic)).get("unclean.leader.election.enable")
