@@ -152,6 +152,9 @@ def _throttled_move_then_cancel(cluster: Cluster, tmp_path: Path, topic: str,
     verify = tool("reassign-partitions", "--bootstrap-server", bootstrap, "--verify",
                   "--reassignment-json-file", str(plan))
     assert f"Reassignment of partition {topic}-0 is still in progress." in verify, verify
+    refused = tool("reassign-partitions", "--bootstrap-server", bootstrap, "--execute",
+                   "--reassignment-json-file", str(plan), check=False)
+    assert "Cannot execute because there is an existing partition assignment." in refused
 
     out = tool("reassign-partitions", "--bootstrap-server", bootstrap, "--cancel",
                "--reassignment-json-file", str(plan))
@@ -245,3 +248,26 @@ def test_a_move_written_to_admin_reassign_partitions_is_carried_out(cluster: Clu
     wait_for(lambda: not partition_dirs(cluster.brokers[original[1]], topic), WAIT_S,
              f"broker {original[1]} to delete its replica")
     assert sorted(cluster.isr(topic, 0)) == sorted(target)
+
+
+def test_a_replica_moved_away_while_its_broker_was_down_is_deleted_on_return(
+        cluster: Cluster, tmp_path: Path) -> None:
+    topic = "stray"
+    cluster.create_topic(topic, 1, replication=2)
+    original = cluster.describe(topic)[0]["replicas"]
+    away = original[1]
+    spare = next(b for b in sorted(cluster.brokers) if b not in original)
+    assert cluster.brokers[away].stop() == 0
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [original[0], spare]}]}))
+    live = [cluster.brokers[b].bootstrap for b in cluster.live()]
+    tool("reassign-partitions", "--bootstrap-server", live[0], "--execute",
+         "--reassignment-json-file", str(plan))
+    wait_for(lambda: "is completed" in tool(
+        "reassign-partitions", "--bootstrap-server", live[0], "--verify",
+        "--reassignment-json-file", str(plan)), REASSIGN_S, "the move to complete", poll_s=1.0)
+    assert partition_dirs(cluster.brokers[away], topic) == {0}  # down: nobody told it
+    cluster.restart(away)
+    wait_for(lambda: not partition_dirs(cluster.brokers[away], topic), WAIT_S,
+             f"broker {away} to delete its stray replica on return")

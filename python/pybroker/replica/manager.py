@@ -36,6 +36,8 @@ class ReplicaManager:
         #: called with (topic, partition, leads) when this broker starts or stops
         #: leading a partition (the group coordinator follows its offsets partitions)
         self.leadership_listeners: list[Callable[[str, int, bool], None]] = []
+        #: partitions not assigned here whose dirs were looked for (stray logs)
+        self._stray_checked: set[tuple[str, int]] = set()
         #: leader.replication.throttled.rate over the throttled replicas' traffic
         self.leader_quota = ReplicationQuota(
             lambda: logs.config["leader.replication.throttled.rate"])
@@ -81,6 +83,13 @@ class ReplicaManager:
                     # reassigned away (Kafka's StopReplica with delete): the data goes too
                     self._drop(key)
                     self.logs.delete_partition(record.name, index)
+                elif key not in self._stray_checked:
+                    # moved away while this broker was down: its data is stray (looked
+                    # for once per partition, not on every metadata change)
+                    self._stray_checked.add(key)
+                    if self.logs.delete_stray(record.name, index):
+                        log.info("deleted the stray log of %s-%d (not assigned here)",
+                                 record.name, index)
                 continue
             if partition is None:
                 partition = ReplicaPartition(self.logs.open_partition(record, index),

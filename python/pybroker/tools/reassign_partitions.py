@@ -71,6 +71,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="replication throttle for the move, bytes/s (--execute)")
     parser.add_argument("--preserve-throttles", action="store_true",
                         help="--verify, --cancel: leave the throttles in place")
+    parser.add_argument("--additional", action="store_true",
+                        help="--execute while other reassignments are in progress")
+    parser.add_argument("--disable-rack-aware", action="store_true",
+                        help="(accepted for compatibility)")
     parser.add_argument("--timeout", type=int, default=10000, metavar="MS",
                         help="(accepted for compatibility)")
 
@@ -185,6 +189,12 @@ def generate(admin: RawAdmin, args: argparse.Namespace) -> None:
 
 def execute(admin: RawAdmin, args: argparse.Namespace) -> None:
     target = parse_reassignment(_load(args.reassignment_json_file, "reassignment-json-file"))
+    if not args.additional and ongoing(admin):
+        raise ToolError("Cannot execute because there is an existing partition assignment.  "
+                        "Use --additional to override this and create a new partition "
+                        "assignment in addition to the existing one. The --additional flag "
+                        "can also be used to change the throttle by resubmitting the current "
+                        "reassignment.")
     view = admin.metadata()
     current = _current(view, list(target))
     unknown = sorted({b for r in target.values() for b in r if b not in view.brokers})
