@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import ConfigResource
 
 from tests.cluster.cluster import WAIT_S, Cluster, cluster_fixture, wait_for
 from tests.cluster.operate import BackgroundConsumer, add_broker, partition_dirs, tool
@@ -175,12 +176,15 @@ def test_follower_throttled_reassignment_is_bounded_and_cancelled(
     topic = "throttled"
     _fill(cluster, topic)
     new = add_broker(cluster, 4)
-    # the follower side of the throttle: broker 4's rate
-    new.stop()
-    new.overrides["follower.replication.throttled.rate"] = str(RATE)
-    cluster.restart(4)
-    cluster.wait_registered(set(cluster.brokers))
+    # the rates come from the tool alone: --throttle sets them as dynamic broker configs
+    # (/config/brokers/<id>), and --cancel clears them again
     _throttled_move_then_cancel(cluster, tmp_path, topic, new)
+    admin = cluster.admin()
+    for broker_id in cluster.brokers:
+        resource = ConfigResource("BROKER", str(broker_id))
+        entries = admin.describe_configs([resource])[resource].result(WAIT_S)
+        rate = entries["follower.replication.throttled.rate"]
+        assert rate.value == str(2**63 - 1) and rate.is_default, (broker_id, rate)
 
 
 def test_leader_throttled_reassignment_is_bounded_and_cancelled(
