@@ -10,8 +10,8 @@ the clock runs until `--verify` reports every partition completed (polled every
 0.5 s; its own run time, about 0.3 s, is part of the figure). The case with a
 throttle runs `--execute --throttle RATE`; the rate itself is given to the brokers
 as `leader.replication.throttled.rate` / `follower.replication.throttled.rate`
-(static broker configs: dynamic broker configs are another part of issue 15), the
-tool sets the throttled-replicas topic configs as Kafka's does.
+static broker configs as well as by the tool (which sets them as dynamic broker
+configs, and the throttled-replicas topic configs, as Kafka's does).
 
 Examples:
     python bench/reassign.py                                   # 1 GB, unthrottled and 50 MB/s
