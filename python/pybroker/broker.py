@@ -24,6 +24,7 @@ from pybroker.admin.broker_configs import CONNECTION_LIMIT_KEYS, DynamicBrokerCo
 from pybroker.admin.topics import TopicAdmin
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
+from pybroker.controller.shutdown import controlled_shutdown
 from pybroker.coordination.base import CoordinationBackend
 from pybroker.coordination.errors import BrokerIdInUse
 from pybroker.coordination.znodes import BrokerRegistration
@@ -148,16 +149,17 @@ class Broker:
         # open logs re-read their topic config: a changed log.* default reaches every
         # partition that does not override it
         broker_configs.listeners.append(lambda changed: logs.reconfigure())
+        controller = Controller(broker_id, backend, config)
         self.context = ctx = BrokerContext(
             broker_id=broker_id, config=config, metadata=metadata, replicas=replicas,
             purgatory=self.purgatory, admin=admin, groups=groups,
             producer_ids=producer_ids, logs=logs, metrics=self.metrics,
             broker_configs=broker_configs, txn=txn,
-            fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]))
+            fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
+            controller=controller)
         txn.bind(ctx)
         listener = MetadataListener(backend, publisher,
                                     inter_broker_listener(config, self.advertised).name)
-        controller = Controller(broker_id, backend, config)
         isr = IsrManager(replicas, backend, listener, config["replica.lag.time.max.ms"],
                          self.metrics)
         # a broker whose session expired may be a zombie: it leads nothing until the
@@ -197,6 +199,9 @@ class Broker:
                 freeze_startup_heap()
                 task_status.started(self.bound_ports)
                 await self._stop.wait()
+                if config["controlled.shutdown.enable"]:
+                    # leaderships move away while this broker still serves
+                    await controlled_shutdown(broker_id, config, metadata, controller)
                 tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):

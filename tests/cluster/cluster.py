@@ -101,6 +101,9 @@ class Cluster:
                 # fewer offsets partitions than Kafka's 50: each is 3 replica logs and 3
                 # partition-state watches per broker, and tests start many clusters
                 "offsets.topic.num.partitions": "5",
+                # a whole cluster stops at once at teardown: brokers in controlled
+                # shutdown find no one to hand leaderships to, and retry only briefly
+                "controlled.shutdown.retry.backoff.ms": "300",
             }
             if metrics:
                 self.metrics_ports[broker_id] = free_port()

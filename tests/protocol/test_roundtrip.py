@@ -72,6 +72,8 @@ def test_registry_covers_the_brief() -> None:
         68: (0, 1), 69: (0, 0), 75: (0, 0),
         17: (0, 1), 36: (0, 2), 50: (0, 0), 51: (0, 0),  # security (issue 16)
         29: (1, 3), 30: (1, 3), 31: (1, 3), 48: (0, 1), 49: (0, 1),
+        # issue 15: ControlledShutdown, ElectLeaders, Alter/ListPartitionReassignments
+        7: (1, 3), 43: (0, 2), 45: (0, 0), 46: (0, 0),
     }
     assert {k: (a.min_version, a.max_version) for k, a in APIS.items()} == expected
     flexible = {(k, v) for k, a in APIS.items() for v in range(a.min_version, a.max_version + 1)
@@ -85,5 +87,6 @@ def test_registry_covers_the_brief() -> None:
         {(1, v) for v in range(12, 18)} | {(3, v) for v in range(9, 14)} | \
         {(19, v) for v in range(5, 8)} | {(20, v) for v in range(4, 7)} | \
         {(36, 2), (50, 0), (51, 0), (48, 1), (49, 1),  # security (issue 16)
-         (29, 2), (29, 3), (30, 2), (30, 3), (31, 2), (31, 3)}
+         (29, 2), (29, 3), (30, 2), (30, 3), (31, 2), (31, 3)} | \
+        {(7, 3), (43, 2), (45, 0), (46, 0)}
     assert not APIS[0].is_flexible(8) and APIS[0].is_flexible(9)

@@ -21,7 +21,13 @@ Duties while elected:
   live ISR (epoch + 1), dead followers leave the ISR, offline partitions get a
   leader back when an ISR member returns;
 - topics marked for deletion are deleted;
-- ISR change notifications are consumed (brokers see the state znodes directly)."""
+- ISR change notifications are consumed (brokers see the state znodes directly);
+  a partition being reassigned is checked again then, and its move completed
+  once its target replicas are all in the ISR (controller/reassignment.py);
+- the admin requests only a controller serves: AlterPartitionReassignments,
+  ListPartitionReassignments, ElectLeaders and ControlledShutdown (methods
+  below, called by their handlers), plus the automatic preferred-leader
+  rebalance (auto.leader.rebalance.enable)."""
 
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ import anyio
 import msgspec
 
 from pybroker.config import BrokerConfig
-from pybroker.controller import election
+from pybroker.controller import election, reassignment
 from pybroker.coordination.base import (
     CoordinationBackend,
     ControllerLease,
@@ -40,13 +46,20 @@ from pybroker.coordination.base import (
     WatchHandle,
 )
 from pybroker.coordination.errors import ControllerMoved, StaleVersion
-from pybroker.errors import KafkaError
+from pybroker.coordination.znodes import LeaderAndIsr
+from pybroker.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
 
 #: pause before reconciling a partition whose state changed under the controller
 RETRY_DELAY_S = 0.1
+#: tries of an admin-requested state change that keeps losing version races
+WRITE_RETRIES = 10
+PREFERRED = 0
+UNCLEAN = 1
+
+Partition = tuple[str, int]
 
 
 class Controller:
@@ -63,6 +76,8 @@ class Controller:
         #: topics to reconcile, worked off by run() one at a time
         self._pending: set[str] = set()
         self._wake = anyio.Event()
+        #: brokers in controlled shutdown: they get no new leaderships
+        self._shutting_down: set[int] = set()
 
     @property
     def is_active(self) -> bool:
@@ -75,13 +90,15 @@ class Controller:
         self._handles.append(self.backend.on_session_lost(self._resign_locally))
         self._handles.append(self.backend.on_session_reestablished(self._try_elect))
         try:
-            while True:
-                await self._wake.wait()
-                self._wake = anyio.Event()
-                while self._pending and self.lease is not None:
-                    name = min(self._pending)
-                    self._pending.discard(name)
-                    await self._reconcile(name)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._rebalance_loop)
+                while True:
+                    await self._wake.wait()
+                    self._wake = anyio.Event()
+                    while self._pending and self.lease is not None:
+                        name = min(self._pending)
+                        self._pending.discard(name)
+                        await self._reconcile(name)
         finally:
             for handle in self._handles:
                 handle.cancel()
@@ -126,6 +143,7 @@ class Controller:
             await self.backend.watch_topics(self._topics_changed),
             await self.backend.watch_topic_deletions(self._deletions_changed),
             await self.backend.watch_isr_changes(self._isr_changed),
+            await self.backend.watch_reassignment_requests(self._reassignment_requested),
         ]
 
     def _resign_locally(self) -> None:
@@ -143,6 +161,7 @@ class Controller:
         live = set(brokers)
         gone, back = self._live - live, live - self._live
         self._live = live
+        self._shutting_down -= gone | back
         if gone or back:
             log.info("controller: live brokers %s (gone %s, new %s)", sorted(live),
                      sorted(gone), sorted(back))
@@ -168,7 +187,239 @@ class Controller:
                 log.info("controller: deleting topic %s: %s", name, exc)
 
     async def _isr_changed(self) -> None:
-        await self.backend.consume_isr_changes()
+        changed = await self.backend.consume_isr_changes()
+        # a reassignment completes when its new replicas have joined the ISR
+        self._enqueue(sorted({topic for topic, index in changed
+                              if (a := self._topics.get(topic)) is not None
+                              and index in a.partitions
+                              and reassignment.is_reassigning(a, index)}))
+
+    async def _reassignment_requested(self, moves: dict[Partition, list[int]]) -> None:
+        """Moves written to /admin/reassign_partitions (the ZooKeeper way): start them as
+        AlterPartitionReassignments would, then remove the request."""
+        lease = self.lease
+        if lease is None:
+            return
+        requests: dict[str, dict[int, list[int] | None]] = {}
+        for (topic, index), replicas in moves.items():
+            requests.setdefault(topic, {})[index] = replicas
+        try:
+            results = await self.alter_reassignments(requests)
+            await self.backend.clear_reassignment_requests(lease)
+        except ControllerMoved:
+            self._resign_locally()
+            return
+        except KafkaError as exc:
+            log.info("controller: /admin/reassign_partitions: %s", exc)
+            return
+        for (topic, index), error in sorted(results.items()):
+            if error is not None:
+                log.warning("controller: /admin/reassign_partitions %s-%d: %s", topic, index,
+                            error)
+
+    # --- requests only the controller serves --------------------------------------------
+    def _require_lease(self) -> ControllerLease:
+        if self.lease is None:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "This is not the correct controller "
+                             "for this cluster.")
+        return self.lease
+
+    async def alter_reassignments(self, requests: dict[str, dict[int, list[int] | None]]
+                                  ) -> dict[Partition, KafkaError | None]:
+        """Start (target replicas) or cancel (None) partition moves; the outcome per
+        partition (None: accepted). Kafka's KafkaController.onPartitionReassignment
+        entry: the assignment is written, the rest follows from the watches."""
+        lease = self._require_lease()
+        results: dict[Partition, KafkaError | None] = {}
+        current = await self.backend.topic_assignments()
+        for name, partitions in requests.items():
+            assignment = current.get(name)
+            updated = assignment
+            for index, target in partitions.items():
+                key = (name, index)
+                if assignment is None or updated is None or index not in assignment.partitions:
+                    results[key] = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                              f"Unable to find partition {name}-{index}")
+                    continue
+                try:
+                    updated = (reassignment.cancel(updated, index) if target is None
+                               else reassignment.start(updated, index, target, self._live))
+                    results[key] = None
+                except KafkaError as exc:
+                    results[key] = exc
+            if updated is not None and updated != assignment:
+                try:
+                    await self.backend.set_partition_assignment(updated, lease)
+                except ControllerMoved:
+                    self._resign_locally()
+                    raise KafkaError(ErrorCode.NOT_CONTROLLER) from None
+                log.info("controller: reassigning %s: %s (adding %s, removing %s)", name,
+                         updated.partitions, updated.adding_replicas, updated.removing_replicas)
+                self._enqueue([name])
+        return results
+
+    def list_reassignments(self, partitions: list[Partition] | None
+                           ) -> dict[Partition, tuple[list[int], list[int], list[int]]]:
+        """The moves in progress: partition -> (replicas, adding, removing)."""
+        self._require_lease()
+        out = {}
+        for name, assignment in sorted(self._topics.items()):
+            for index in sorted(assignment.partitions):
+                if partitions is not None and (name, index) not in partitions:
+                    continue
+                if reassignment.is_reassigning(assignment, index):
+                    out[(name, index)] = (list(assignment.partitions[index]),
+                                          list(assignment.adding_replicas.get(index, [])),
+                                          list(assignment.removing_replicas.get(index, [])))
+        return out
+
+    async def elect_leaders(self, election_type: int, partitions: list[Partition] | None
+                            ) -> dict[Partition, KafkaError | None]:
+        """ElectLeaders: preferred (0) or unclean (1) election per partition; every
+        partition when `partitions` is None. Outcome per partition (None: elected)."""
+        self._require_lease()
+        if partitions is None:
+            partitions = [(n, i) for n, a in sorted(self._topics.items())
+                          for i in sorted(a.partitions)]
+        results: dict[Partition, KafkaError | None] = {}
+        for key in partitions:
+            results[key] = await self._elect_one(election_type, key)
+        return results
+
+    async def _elect_one(self, election_type: int, key: Partition) -> KafkaError | None:
+        name, index = key
+        for _ in range(WRITE_RETRIES):
+            lease = self._require_lease()
+            assignment = self._topics.get(name)
+            states = await self.backend.partition_states(name) if assignment else {}
+            current = states.get(index)
+            if assignment is None or index not in assignment.partitions or current is None:
+                return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                  f"The partition {name}-{index} does not exist.")
+            replicas = assignment.partitions[index]
+            live = self._live - self._shutting_down
+            state = current.state
+            chosen: LeaderAndIsr | None
+            if election_type == UNCLEAN:
+                if state.leader != election.NO_LEADER:
+                    return KafkaError(ErrorCode.ELECTION_NOT_NEEDED,
+                                      "Leader election not needed for topic partition.")
+                chosen = election.unclean(replicas, state, live, lease.epoch)
+                if chosen is None:
+                    return KafkaError(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                                      f"Failed to elect leader for partition {name}-{index} "
+                                      "under strategy UncleanLeaderElectionStrategy")
+            else:
+                if replicas and state.leader == replicas[0]:
+                    return KafkaError(ErrorCode.ELECTION_NOT_NEEDED,
+                                      "Leader election not needed for topic partition.")
+                chosen = election.preferred(replicas, state, live, lease.epoch)
+                if chosen is None:
+                    return KafkaError(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                                      f"Failed to elect leader for partition {name}-{index} "
+                                      "under strategy PreferredReplicaPartitionLeaderElection"
+                                      "Strategy")
+            try:
+                await self.backend.update_partition_state(name, index, chosen, current.version,
+                                                          lease)
+            except StaleVersion:
+                continue
+            except ControllerMoved:
+                self._resign_locally()
+                return KafkaError(ErrorCode.NOT_CONTROLLER)
+            log.info("controller: %s election of %s-%d: leader %d epoch %d",
+                     "unclean" if election_type == UNCLEAN else "preferred", name, index,
+                     chosen.leader, chosen.leader_epoch)
+            return None
+        return KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{name}-{index} kept changing")
+
+    async def controlled_shutdown(self, broker_id: int) -> list[Partition]:
+        """Move `broker_id`'s leaderships to other ISR members and take it out of the
+        ISRs (Kafka's KafkaController.doControlledShutdown). Returns the partitions
+        it still leads (no other replica could take over): the broker retries."""
+        self._require_lease()
+        if broker_id not in self._live:
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE,
+                             f"Broker {broker_id} is not registered.")
+        self._shutting_down.add(broker_id)
+        remaining: list[Partition] = []
+        for name, assignment in sorted(self._topics.items()):
+            held = [i for i, r in assignment.partitions.items() if broker_id in r and len(r) > 1]
+            if not held:
+                continue
+            for index in held:
+                if not await self._without_broker(assignment, index, broker_id):
+                    remaining.append((name, index))
+        log.info("controller: controlled shutdown of broker %d, %d partition(s) remaining",
+                 broker_id, len(remaining))
+        return remaining
+
+    async def _without_broker(self, assignment: TopicAssignment, index: int,
+                              broker_id: int) -> bool:
+        """True when `broker_id` neither leads the partition nor is in its ISR now
+        (or it cannot leave the ISR: it is the last member)."""
+        for _ in range(WRITE_RETRIES):
+            lease = self._require_lease()
+            current = (await self.backend.partition_states(assignment.name)).get(index)
+            if current is None:
+                return True
+            changed = election.without_broker(assignment.partitions[index], current.state,
+                                              broker_id, self._live, self._shutting_down,
+                                              lease.epoch)
+            if changed is None:
+                return current.state.leader != broker_id
+            try:
+                await self.backend.update_partition_state(assignment.name, index, changed,
+                                                          current.version, lease)
+                return changed.leader != broker_id
+            except StaleVersion:
+                continue
+            except ControllerMoved:
+                self._resign_locally()
+                raise KafkaError(ErrorCode.NOT_CONTROLLER) from None
+        return False
+
+    async def _rebalance_loop(self) -> None:
+        """Kafka's auto leader rebalance: every leader.imbalance.check.interval.seconds,
+        a broker leading too few of the partitions it is the preferred leader of
+        (more than leader.imbalance.per.broker.percentage % led elsewhere) gets them
+        back by preferred-replica election."""
+        while True:
+            await anyio.sleep(self.config["leader.imbalance.check.interval.seconds"])
+            if self.lease is None or not self.config["auto.leader.rebalance.enable"]:
+                continue
+            try:
+                await self.rebalance_leaders()
+            except KafkaError as exc:
+                log.info("controller: leader rebalance: %s", exc)
+
+    async def rebalance_leaders(self) -> list[Partition]:
+        """One imbalance check; the partitions whose preferred leader was elected."""
+        percentage = self.config["leader.imbalance.per.broker.percentage"]
+        preferred: dict[int, list[Partition]] = {}
+        misled: dict[int, list[Partition]] = {}
+        for name, assignment in sorted(self._topics.items()):
+            if any(reassignment.is_reassigning(assignment, i) for i in assignment.partitions):
+                continue  # Kafka skips topics being reassigned
+            states = await self.backend.partition_states(name)
+            for index, replicas in sorted(assignment.partitions.items()):
+                if not replicas or index not in states:
+                    continue
+                first = replicas[0]
+                preferred.setdefault(first, []).append((name, index))
+                if states[index].state.leader != first:
+                    misled.setdefault(first, []).append((name, index))
+        elected: list[Partition] = []
+        for broker, partitions in sorted(misled.items()):
+            ratio = len(partitions) / len(preferred[broker])
+            if ratio * 100 <= percentage or broker not in self._live:
+                continue
+            log.info("controller: broker %d leads %d of its %d preferred partitions; "
+                     "rebalancing", broker, len(preferred[broker]) - len(partitions),
+                     len(preferred[broker]))
+            results = await self.elect_leaders(PREFERRED, partitions)
+            elected.extend(k for k, error in results.items() if error is None)
+        return elected
 
     # --- the partition state machine --------------------------------------------------
     async def _reconcile(self, name: str) -> None:
@@ -207,6 +458,7 @@ class Controller:
         unclean: bool | None = None
         new = {}
         stale = False
+        completed: dict[int, list[int]] = {}
         for index, replicas in sorted(assignment.partitions.items()):
             current = states.get(index)
             if current is None:
@@ -218,6 +470,15 @@ class Controller:
                 unclean = await self._unclean(assignment.name)
             changed = election.after_broker_change(replicas, current.state, self._live,
                                                    lease.epoch, unclean)
+            if reassignment.is_reassigning(assignment, index):
+                done = reassignment.completion(assignment, index, changed or current.state,
+                                               self._live, self._shutting_down, lease.epoch)
+                if done is not None:
+                    completed[index] = reassignment.target_replicas(assignment, index)
+                    if done != current.state:
+                        changed = done
+            elif changed is None:
+                changed = election.conform(replicas, current.state, self._live, lease.epoch)
             if changed is None:
                 continue
             try:
@@ -232,7 +493,34 @@ class Controller:
                 await self.backend.create_partition_states(assignment.name, new, lease)
             except StaleVersion:
                 stale = True
+        if completed and not stale:
+            stale = await self._complete(assignment, completed, lease)
         return stale
+
+    async def _complete(self, seen: TopicAssignment, completed: dict[int, list[int]],
+                        lease: ControllerLease) -> bool:
+        """The moves whose states are written: their partitions' assignment becomes the
+        target. Written over the store's current assignment, and only for partitions
+        whose move is still the one judged complete (an operator may have changed it
+        meanwhile); True when one was not (reconcile again)."""
+        fresh = (await self.backend.topic_assignments()).get(seen.name)
+        if fresh is None or fresh.topic_id != seen.topic_id:
+            return False
+        done, changed = fresh, False
+        for index, target in completed.items():
+            if (fresh.partitions.get(index) != seen.partitions.get(index)
+                    or fresh.adding_replicas.get(index) != seen.adding_replicas.get(index)
+                    or fresh.removing_replicas.get(index) != seen.removing_replicas.get(index)):
+                changed = True
+                continue
+            done = reassignment.with_partition(done, index, target, [], [])
+        if done != fresh:
+            await self.backend.set_partition_assignment(done, lease)
+            for index, target in completed.items():
+                if done.partitions[index] == target:
+                    log.info("controller: reassignment of %s-%d to %s completed", seen.name,
+                             index, target)
+        return changed
 
     async def _unclean(self, topic: str) -> bool:
         value = (await self.backend.topic_configs(topic)).get("unclean.leader.election.enable")

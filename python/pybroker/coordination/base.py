@@ -318,6 +318,17 @@ class CoordinationBackend(Protocol):
         """Read and delete the pending notifications; the partitions they name."""
         ...
 
+    # --- reassignment requests written to the store (/admin/reassign_partitions) ---
+    async def watch_reassignment_requests(self, callback: Callback) -> WatchHandle:
+        """callback(dict[(topic, partition), replicas]) when moves are requested
+        through the store (an operator writing /admin/reassign_partitions); never
+        fires for the embedded backend."""
+        ...
+
+    async def clear_reassignment_requests(self, lease: ControllerLease) -> None:
+        """Remove the request once the controller has started its moves (fenced)."""
+        ...
+
     # --- producer ids ---
     async def allocate_producer_ids(self, broker_id: int,
                                     count: int = PRODUCER_ID_BLOCK_SIZE) -> range:

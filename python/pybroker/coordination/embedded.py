@@ -489,6 +489,13 @@ class EmbeddedBackend:
         self._isr_changes.clear()
         return changes
 
+    # --- reassignment requests: operators of one node have no ZooKeeper to write ---
+    async def watch_reassignment_requests(self, callback: Callback) -> WatchHandle:
+        return WatchHandle()
+
+    async def clear_reassignment_requests(self, lease: ControllerLease) -> None:
+        return None
+
     # --- producer ids ---
     async def allocate_producer_ids(self, broker_id: int,
                                     count: int = PRODUCER_ID_BLOCK_SIZE) -> range:

@@ -19,6 +19,8 @@ would have written, and the Structs decode what Kafka wrote:
   /config/topics/<t>                    {"version":1,"config":{"retention.ms":"1000"}}
   /config/changes/config_change_<seq>   {"version":2,"entity_path":"topics/<t>"}
   /admin/delete_topics/<t>              (no data: the znode's existence is the request)
+  /admin/reassign_partitions            {"version":1,"partitions":[{"topic":"t","partition":0,
+                                         "replicas":[1,2]}]}   (a move request, consumed)
   /isr_change_notification/isr_change_<seq>
                                         {"version":1,"partitions":[{"topic":"t","partition":0}]}
   /latest_producer_id_block             {"version":1,"broker":0,"block_start":"0",
@@ -53,6 +55,7 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 ISR_CHANGES = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
@@ -258,6 +261,20 @@ class IsrChangeNotification(Struct, kw_only=True):
 
     version: int = 1
     partitions: list[TopicPartitionRef]
+
+
+class PartitionReassignment(Struct, kw_only=True):
+    topic: str
+    partition: int
+    replicas: list[int]
+
+
+class ReassignPartitionsZNode(Struct, kw_only=True):
+    """/admin/reassign_partitions: moves requested the ZooKeeper way (Kafka's
+    kafka-reassign-partitions.sh --zookeeper); the controller starts and removes them."""
+
+    version: int = 1
+    partitions: list[PartitionReassignment] = []
 
 
 class ClusterIdZNode(Struct, kw_only=True):

@@ -366,6 +366,27 @@ class ZooKeeperBackend(TopicOps, EntityConfigOps):
         except ControllerMoved:
             pass
 
+    # --- reassignment requests (Kafka's /admin/reassign_partitions) ---
+    async def watch_reassignment_requests(self, callback: Callback) -> WatchHandle:
+        def decode(path: str, data: bytes | None, stat: ZnodeStat
+                   ) -> dict[tuple[str, int], list[int]]:
+            raw = zn.decode(path, data, zn.ReassignPartitionsZNode)
+            return {(p.topic, p.partition): list(p.replicas) for p in raw.partitions}
+
+        async def on_change(value: dict[tuple[str, int], list[int]] | None) -> None:
+            if value:
+                await invoke(callback, value)
+
+        return await self._add_watch(DataWatch(self.zk, self._dispatcher,
+                                               zn.REASSIGN_PARTITIONS, decode, on_change))
+
+    async def clear_reassignment_requests(self, lease: ControllerLease) -> None:
+        txn = fenced_multi(self.zk, lease)
+        txn.delete(zn.REASSIGN_PARTITIONS)
+        failed = first_error(await commit(self.zk, txn, lease))
+        if failed is not None and not isinstance(failed[1], NoNodeError):
+            raise failed[1]
+
     # --- ISR change notifications ---
     async def notify_isr_change(self, partitions: Iterable[tuple[str, int]]) -> None:
         refs = [zn.TopicPartitionRef(t, p) for t, p in sorted(set(partitions))]

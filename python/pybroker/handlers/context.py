@@ -10,6 +10,7 @@ from pybroker.admin.broker_configs import DynamicBrokerConfigs
 from pybroker.admin.topics import TopicAdmin
 from pybroker.config import BrokerConfig
 from pybroker.fetch.sessions import FetchSessionCache
+from pybroker.controller.controller import Controller
 from pybroker.group.coordinator import GroupCoordinator
 from pybroker.log.manager import LogManager
 from pybroker.metadata.cache import BrokerEndpoint, MetadataCache
@@ -41,6 +42,8 @@ class BrokerContext:
     #: incremental fetch sessions (KIP-227)
     fetch_sessions: FetchSessionCache = dataclasses.field(
         default_factory=lambda: FetchSessionCache(1000))
+    #: this broker's controller candidate (serves controller-only APIs while elected)
+    controller: Controller | None = None
 
     @property
     def endpoint(self) -> BrokerEndpoint:

@@ -122,7 +122,10 @@ def read_all(
             limit = min(p["partition_max_bytes"], max_bytes - total)
             records = None
             code = ErrorCode.NONE
-            if limit > 0 or total == 0:
+            # a reassignment's throttle (leader.replication.throttled.*) holds back
+            # replicas out of the ISR while the rate is above its bound
+            held = follower is not None and ctx.replicas.leader_throttled(partition, follower)
+            if (limit > 0 or total == 0) and not held:
                 try:
                     # KIP-74: the first batch of the response comes whole even past the limits
                     records = partition.read(p["fetch_offset"], max(limit, 0), total == 0,
@@ -133,6 +136,8 @@ def read_all(
                     errors = True
             if records is not None:
                 total += records.length
+                if follower is not None:
+                    ctx.replicas.record_leader_replication(partition, follower, records.length)
             hw = partition.high_watermark
             lso = partition.last_stable_offset
             aborted = None

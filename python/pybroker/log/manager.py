@@ -192,13 +192,36 @@ class LogManager:
         """Close the topic's logs; rename each dir aside first so a crash mid-delete
         leaves nothing that would be loaded again (Kafka's `-delete` suffix)."""
         for key in [k for k in self.partitions if k[0] == topic]:
-            partition = self.partitions.pop(key)
-            self._flushes_closed += partition.flushes
-            partition.close()
-            doomed = partition.directory.with_name(
-                f"{partition.directory.name}.{uuid.uuid4().hex}-delete")
-            os.replace(partition.directory, doomed)
-            shutil.rmtree(doomed, ignore_errors=True)
+            self.delete_partition(*key)
+
+    def delete_stray(self, topic: str, index: int) -> bool:
+        """Delete a partition dir this broker holds but does not host (not open): a
+        replica moved away while the broker was down. True when there was one."""
+        if (topic, index) in self.partitions:
+            return False
+        name = partition_dir_name(topic, index)
+        found = False
+        for directory in self.dirs:
+            path = directory / name
+            if path.is_dir():
+                doomed = path.with_name(f"{name}.{uuid.uuid4().hex}-delete")
+                os.replace(path, doomed)
+                shutil.rmtree(doomed, ignore_errors=True)
+                found = True
+        return found
+
+    def delete_partition(self, topic: str, index: int) -> None:
+        """Close one partition's log and delete its dir (a replica moved away by a
+        reassignment), renamed aside first as delete_topic does."""
+        partition = self.partitions.pop((topic, index), None)
+        if partition is None:
+            return
+        self._flushes_closed += partition.flushes
+        partition.close()
+        doomed = partition.directory.with_name(
+            f"{partition.directory.name}.{uuid.uuid4().hex}-delete")
+        os.replace(partition.directory, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
 
     def _least_loaded_dir(self) -> Path:
         counts = {d: 0 for d in self.dirs}

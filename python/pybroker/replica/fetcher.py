@@ -27,6 +27,7 @@ from pybroker.errors import ErrorCode
 from pybroker.fetch.handler import FetchSessionHandler
 from pybroker.metadata.cache import MetadataCache
 from pybroker.replica.partition import ReplicaPartition
+from pybroker.replica.throttle import ReplicationQuota, throttled
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,10 @@ class ReplicaFetcher:
     """Fetches every partition followed from one leader."""
 
     def __init__(self, leader_id: int, broker_id: int, metadata: MetadataCache,
-                 config: BrokerConfig) -> None:
+                 config: BrokerConfig, quota: ReplicationQuota | None = None) -> None:
         self.leader_id = leader_id
+        #: follower.replication.throttled.rate, shared by this broker's fetchers
+        self.quota = quota
         self.broker_id = broker_id
         self.metadata = metadata
         self.config = config
@@ -185,6 +188,8 @@ class ReplicaFetcher:
         """One Fetch for every truncated partition; False when nothing could be
         fetched (all errored), so the caller backs off."""
         ready = {k: s for k, s in self.states.items() if s.truncated}
+        if self.quota is not None and ready and self.quota.exceeded():
+            ready = {k: s for k, s in ready.items() if not self._throttled(s)}
         if not ready:
             return False
         wanted = {(topic, index): {
@@ -217,7 +222,16 @@ class ReplicaFetcher:
                     failed = True
                     # sent again in the next fetch, so the leader answers it again
                     self.session.sent.pop(key, None)
+                records = answer.get("records")
+                if self.quota is not None and records and self._throttled(state):
+                    self.quota.record(len(records))
         return progressed or not failed
+
+    def _throttled(self, state: FetchState) -> bool:
+        """An out-of-sync replica the topic names in follower.replication.throttled.replicas."""
+        p = state.partition
+        return self.broker_id not in p.isr and throttled(
+            p.config["follower.replication.throttled.replicas"], p.index, self.broker_id)
 
     async def _apply(self, connection: BrokerConnection, state: FetchState,
                      answer: dict[str, Any]) -> bool:
@@ -288,13 +302,15 @@ class ReplicaFetcherManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._started: set[int] = set()
         self._new_fetcher = anyio.Event()
+        self.quota = ReplicationQuota(lambda: config["follower.replication.throttled.rate"])
 
     def follow(self, partition: ReplicaPartition) -> None:
         """Fetch `partition` from its (new) leader, truncating first."""
         self.unfollow((partition.topic, partition.index))
         fetcher = self.fetchers.get(partition.leader)
         if fetcher is None:
-            fetcher = ReplicaFetcher(partition.leader, self.broker_id, self.metadata, self.config)
+            fetcher = ReplicaFetcher(partition.leader, self.broker_id, self.metadata, self.config,
+                                     self.quota)
             self.fetchers[partition.leader] = fetcher
             self._new_fetcher.set()
         fetcher.add(partition)

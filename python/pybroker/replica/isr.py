@@ -12,6 +12,7 @@ controller is told through an ISR change notification."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Container
 
 import anyio
 
@@ -54,9 +55,19 @@ class IsrManager:
                 if shrunk is not None:
                     await self._write(partition, shrunk, expand=False)
                     continue
-                grown = partition.isr_to_expand(self.listener.publisher.metadata.brokers)
+                grown = partition.isr_to_expand(self._eligible(partition))
                 if grown is not None:
                     await self._write(partition, grown, expand=True)
+
+    def _eligible(self, partition: ReplicaPartition) -> Container[int]:
+        """Who may join the ISR: live brokers, except replicas a reassignment is
+        removing (the controller has just taken them out of the ISR to drop them)."""
+        brokers = self.listener.publisher.metadata.brokers
+        assignment = self.listener.assignments.get(partition.topic)
+        removing = assignment.removing_replicas.get(partition.index) if assignment else None
+        if not removing:
+            return brokers
+        return {b for b in brokers if b not in removing}
 
     async def _write(self, partition: ReplicaPartition, isr: list[int], expand: bool) -> None:
         known = self.listener.states.get((partition.topic, partition.index))

@@ -18,6 +18,7 @@ from pybroker.log.manager import LogManager
 from pybroker.purgatory import Purgatory
 from pybroker.replica.fetcher import ReplicaFetcherManager
 from pybroker.replica.partition import ReplicaPartition
+from pybroker.replica.throttle import ReplicationQuota, throttled
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,11 @@ class ReplicaManager:
         #: called with (topic, partition, leads) when this broker starts or stops
         #: leading a partition (the group coordinator follows its offsets partitions)
         self.leadership_listeners: list[Callable[[str, int, bool], None]] = []
+        #: partitions not assigned here whose dirs were looked for (stray logs)
+        self._stray_checked: set[tuple[str, int]] = set()
+        #: leader.replication.throttled.rate over the throttled replicas' traffic
+        self.leader_quota = ReplicationQuota(
+            lambda: logs.config["leader.replication.throttled.rate"])
 
     def get(self, topic: str, index: int) -> ReplicaPartition | None:
         return self.partitions.get((topic, index))
@@ -74,7 +80,16 @@ class ReplicaManager:
             partition = self.partitions.get(key)
             if self.broker_id not in state.replicas:
                 if partition is not None:
+                    # reassigned away (Kafka's StopReplica with delete): the data goes too
                     self._drop(key)
+                    self.logs.delete_partition(record.name, index)
+                elif key not in self._stray_checked:
+                    # moved away while this broker was down: its data is stray (looked
+                    # for once per partition, not on every metadata change)
+                    self._stray_checked.add(key)
+                    if self.logs.delete_stray(record.name, index):
+                        log.info("deleted the stray log of %s-%d (not assigned here)",
+                                 record.name, index)
                 continue
             if partition is None:
                 partition = ReplicaPartition(self.logs.open_partition(record, index),
@@ -100,6 +115,22 @@ class ReplicaManager:
                     self.fetchers.unfollow(key)
             if was_leader:
                 self._leadership(record.name, index, False)
+
+    def _leader_throttles(self, partition: ReplicaPartition, follower: int) -> bool:
+        """The topic throttles this (leader) replica's traffic to an out-of-sync follower."""
+        return follower not in partition.isr and throttled(
+            partition.config["leader.replication.throttled.replicas"], partition.index,
+            self.broker_id)
+
+    def leader_throttled(self, partition: ReplicaPartition, follower: int) -> bool:
+        """Hold back a follower's fetch of the partition: it is throttled and the
+        leader-side rate is above leader.replication.throttled.rate."""
+        return self._leader_throttles(partition, follower) and self.leader_quota.exceeded()
+
+    def record_leader_replication(self, partition: ReplicaPartition, follower: int,
+                                  nbytes: int) -> None:
+        if nbytes and self._leader_throttles(partition, follower):
+            self.leader_quota.record(nbytes)
 
     def _leadership(self, topic: str, index: int, leads: bool) -> None:
         for listener in self.leadership_listeners:

@@ -7,9 +7,11 @@ from pybroker.protocol.messages import (
     alter_configs,
     alter_user_scram_credentials,
     create_acls,
+    alter_partition_reassignments,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
+    controlled_shutdown,
     create_partitions,
     create_topics,
     delete_acls,
@@ -26,6 +28,7 @@ from pybroker.protocol.messages import (
     describe_producers,
     describe_topic_partitions,
     describe_user_scram_credentials,
+    elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
@@ -37,6 +40,7 @@ from pybroker.protocol.messages import (
     list_groups,
     list_offsets,
     list_transactions,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
@@ -102,6 +106,10 @@ APIS: dict[int, Api] = {
         delete_acls,
         describe_client_quotas,
         alter_client_quotas,
+        controlled_shutdown,
+        elect_leaders,
+        alter_partition_reassignments,
+        list_partition_reassignments,
     )
 }
 

@@ -1,0 +1,23 @@
+"""ControlledShutdown (7): a stopping broker's leaderships move away (controller)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pybroker.errors import KafkaError
+from pybroker.handlers.controller_only import active_controller
+from pybroker.handlers.registry import handles
+
+if TYPE_CHECKING:
+    from pybroker.handlers.context import BrokerContext
+    from pybroker.server.dispatch import Request
+
+
+@handles(7, (1, 3))
+async def handle_controlled_shutdown(ctx: BrokerContext, request: Request) -> dict[str, Any]:
+    try:
+        remaining = await active_controller(ctx).controlled_shutdown(request.body["broker_id"])
+    except KafkaError as exc:
+        return {"error_code": int(exc.code), "remaining_partitions": []}
+    return {"error_code": 0, "remaining_partitions": [
+        {"topic_name": name, "partition_index": index} for name, index in remaining]}
