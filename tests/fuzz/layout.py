@@ -103,6 +103,9 @@ class _Walker:
 
     def field(self, f: Field) -> None:
         if f.is_struct:
+            # Kafka's nullable struct: an int8 marker first, -1 null, 1 present
+            if f.is_nullable(self.version) and self._int(">b", 1) < 0:
+                return
             self.fields(f.fields)
             return
         if f.is_array:
