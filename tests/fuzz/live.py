@@ -393,7 +393,7 @@ class Fuzzer:
             self.result.mismatch_samples.append({
                 "what": what, "expected": sent.expect if sent else None,
                 "mutations": list(sent.how) if sent else [],
-                "frame": sent.frame.hex() if sent else "", "connection": c.history,
+                "frame": sent.frame.hex() if sent else "", "connection": list(c.history),
                 "at": time.strftime("%H:%M:%S")})
         self.drop(c, reset=True)
 

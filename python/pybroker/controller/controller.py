@@ -333,14 +333,26 @@ class Controller:
             return None
         return KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{name}-{index} kept changing")
 
-    async def controlled_shutdown(self, broker_id: int) -> list[Partition]:
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[Partition]:
         """Move `broker_id`'s leaderships to other ISR members and take it out of the
         ISRs (Kafka's KafkaController.doControlledShutdown). Returns the partitions
-        it still leads (no other replica could take over): the broker retries."""
+        it still leads (no other replica could take over): the broker retries.
+
+        Only the live broker itself may ask: `broker_epoch` must be its registration's
+        epoch. Kafka fences only older epochs and lets pre-2.2 brokers send none (-1);
+        pybroker has no such brokers, so anything but the current epoch is
+        STALE_BROKER_EPOCH: a stray or forged request cannot take a broker's
+        leaderships away."""
         self._require_lease()
-        if broker_id not in self._live:
+        registered = (await self.backend.broker_epochs()).get(broker_id)
+        if broker_id not in self._live or registered is None:
             raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE,
                              f"Broker {broker_id} is not registered.")
+        if broker_epoch != registered:
+            raise KafkaError(ErrorCode.STALE_BROKER_EPOCH,
+                             f"Broker epoch {broker_epoch} of broker {broker_id} is not its "
+                             f"current epoch {registered}.")
+        self._require_lease()  # still the controller after the read
         self._shutting_down.add(broker_id)
         remaining: list[Partition] = []
         for name, assignment in sorted(self._topics.items()):

@@ -15,6 +15,7 @@ import anyio
 from pybroker.client.connection import BrokerConnection, BrokerUnreachable
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
+from pybroker.coordination.errors import CoordinationError
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.metadata.cache import MetadataCache
 
@@ -36,7 +37,7 @@ async def controlled_shutdown(broker_id: int, config: BrokerConfig, metadata: Me
             await anyio.sleep(backoff_s)
         try:
             remaining = await _ask(broker_id, metadata, controller)
-        except (KafkaError, BrokerUnreachable) as exc:
+        except (KafkaError, BrokerUnreachable, CoordinationError) as exc:
             log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
             continue
         if not remaining:
@@ -51,8 +52,11 @@ async def controlled_shutdown(broker_id: int, config: BrokerConfig, metadata: Me
 
 async def _ask(broker_id: int, metadata: MetadataCache, controller: Controller
                ) -> list[tuple[str, int]]:
+    # this broker's registration epoch, read again: the store re-registers a broker
+    # whose session expired, with a new epoch, and the controller checks it
+    broker_epoch = (await controller.backend.broker_epochs()).get(broker_id, -1)
     if controller.is_active:  # this broker is the controller: no need for the network
-        return await controller.controlled_shutdown(broker_id)
+        return await controller.controlled_shutdown(broker_id, broker_epoch)
     controller_id = metadata.controller_id
     endpoint = metadata.broker(controller_id) if controller_id >= 0 else None
     if endpoint is None:
@@ -61,7 +65,7 @@ async def _ask(broker_id: int, metadata: MetadataCache, controller: Controller
                                   REQUEST_TIMEOUT_S)
     try:
         response = await connection.request(CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
-                                            {"broker_id": broker_id, "broker_epoch": -1})
+                                            {"broker_id": broker_id, "broker_epoch": broker_epoch})
     finally:
         await connection.close()
     code = ErrorCode(response["error_code"])

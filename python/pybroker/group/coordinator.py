@@ -719,6 +719,8 @@ class GroupCoordinator:
         """Validate a TxnOffsetCommit and append its records as the producer's
         transactional batch; finish_txn_commit keeps them pending until the marker."""
         error = self._txn_commit_error(group_id, generation, member_id, group_instance_id)
+        if error is None:
+            error = _txn_producer_error(producer_id, producer_epoch)
         if error is not None:
             return PendingCommit(group_id, [(name, [(p[0], error) for p in parts])
                                             for name, parts in topics])
@@ -999,6 +1001,19 @@ class PendingCommit:
     failed: ErrorCode | None = None
     #: a TxnOffsetCommit's producer id
     producer_id: int = -1
+
+
+def _txn_producer_error(producer_id: int, producer_epoch: int) -> ErrorCode | None:
+    """A TxnOffsetCommit's producer must be one a transaction coordinator handed out
+    (InitProducerId: id and epoch >= 0); a transactional batch cannot carry anything
+    else, so a stray or corrupt one is refused here rather than by the log: no such
+    id maps to a transaction (INVALID_PRODUCER_ID_MAPPING), no such epoch is current
+    (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED for v3+ clients)."""
+    if producer_id < 0:
+        return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    if producer_epoch < 0:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return None
 
 
 def commit_error(code: ErrorCode) -> ErrorCode:

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 @handles(7, (1, 3))
 async def handle_controlled_shutdown(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     try:
-        remaining = await active_controller(ctx).controlled_shutdown(request.body["broker_id"])
+        # v1 carries no epoch (-1): refused, as a forged request would be
+        remaining = await active_controller(ctx).controlled_shutdown(
+            request.body["broker_id"], request.body["broker_epoch"])
     except KafkaError as exc:
         return {"error_code": int(exc.code), "remaining_partitions": []}
     return {"error_code": 0, "remaining_partitions": [

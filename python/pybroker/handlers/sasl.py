@@ -88,10 +88,15 @@ async def handle_sasl_authenticate(ctx: BrokerContext, request: Request) -> dict
     conn = request.connection
     session = conn.session
     if session is None or session.sasl is None:
-        if session is not None:
+        if session is not None and not session.authenticated:
+            # mid-handshake on a SASL listener: Kafka's authenticator ends the connection
             session.close_after_response = True
+            return _answer(ErrorCode.ILLEGAL_SASL_STATE,
+                           "SaslAuthenticate without a SaslHandshake first")
+        # an authenticated connection (PLAINTEXT, SSL, or SASL done): Kafka's request
+        # handler answers ILLEGAL_SASL_STATE and the connection goes on serving
         return _answer(ErrorCode.ILLEGAL_SASL_STATE,
-                       "SaslAuthenticate without a SaslHandshake first")
+                       "SaslAuthenticate request received after successful authentication")
     server = session.sasl
     try:
         token = await server.step(bytes(request.body["auth_bytes"]))
