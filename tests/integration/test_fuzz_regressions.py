@@ -5,8 +5,9 @@ socket against a real broker process:
   pipelined behind it were never answered (Kafka answers ILLEGAL_SASL_STATE and goes on);
 - any client's ControlledShutdown marked broker 0 as shutting down (Kafka requires the
   live broker's epoch: STALE_BROKER_EPOCH);
-- a TxnOffsetCommit without a producer id reached the log, which refused the
-  transactional batch with an ERROR and a traceback in the broker log.
+- a TxnOffsetCommit without a producer id (or with an epoch older than the one the
+  offsets partition saw) reached the log, whose refusal was logged as an ERROR with a
+  traceback and answered COORDINATOR_NOT_AVAILABLE.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def test_a_controlled_shutdown_needs_the_live_brokers_epoch(
     broker = broker_factory()
     with ProtoClient(broker.bootstrap) as client:
         for version, body in ((3, {"broker_id": 0, "broker_epoch": 12345}),
+                              (3, {"broker_id": 0, "broker_epoch": 1}),  # a first epoch
                               (2, {"broker_id": 0, "broker_epoch": 0}),
                               (1, {"broker_id": 0})):  # v1 has no epoch at all
             answer = client.request(CONTROLLED_SHUTDOWN, version, body)
@@ -94,6 +96,12 @@ def test_a_txn_offset_commit_without_a_producer_is_refused_before_the_log(
             ErrorCode.INVALID_PRODUCER_EPOCH]
         assert _txn_offset_commit(client, 3, 1000, -5, topic_name) == [
             ErrorCode.PRODUCER_FENCED]
+        # an epoch older than the one the offsets partition saw for that producer: the
+        # log's producer state refuses it, and the client gets the fencing error
+        assert _txn_offset_commit(client, 2, 2000, 7, topic_name) == [ErrorCode.NONE]
+        assert _txn_offset_commit(client, 2, 2000, 3, topic_name) == [
+            ErrorCode.INVALID_PRODUCER_EPOCH]
+        assert _txn_offset_commit(client, 3, 2000, 3, topic_name) == [
+            ErrorCode.PRODUCER_FENCED]
     log = broker.log_path.read_text(errors="replace")
-    assert "storing transactional offsets failed" not in log
-    assert "Traceback" not in log
+    assert " ERROR " not in log and "Traceback" not in log

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -184,7 +185,9 @@ class EmbeddedBackend:
         self._brokers: dict[int, BrokerRegistration] = {}
         #: broker epochs grow with each registration, as ZooKeeper's creation zxids do
         self._broker_epochs: dict[int, int] = {}
-        self._broker_epoch_next = 0
+        # from the wall clock (µs): epochs grow across restarts too, and a client cannot
+        # guess a broker's epoch to forge its ControlledShutdown (a count from 0 gave 1)
+        self._broker_epoch_next = time.time_ns() // 1000
         self._controller: int | None = None
         self._entity_configs: dict[str, dict[str, dict[str, str]]] = {}
         self._isr_changes: list[set[tuple[str, int]]] = []

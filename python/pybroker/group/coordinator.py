@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pybroker import _core
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.group import records as rec
 from pybroker.group.consumer import ConsumerGroupConfig, ConsumerGroupCoordinator
@@ -39,6 +40,14 @@ log = logging.getLogger(__name__)
 TICK_MS = 100
 #: Kafka error 86, not in the shared enum yet
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+#: the log's refusals of a TxnOffsetCommit's batch by its producer state -> the client's
+#: error (Kafka's storeOffsets passes these through)
+TXN_APPEND_ERROR_CODES: tuple[tuple[type[Exception], ErrorCode], ...] = (
+    (_core.InvalidProducerEpochError, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (_core.OutOfOrderSequenceError, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
+    (_core.InvalidTxnStateError, ErrorCode.INVALID_TXN_STATE),
+)
+TXN_APPEND_ERRORS = tuple(t for t, _ in TXN_APPEND_ERROR_CODES)
 
 S = GroupState
 Body = dict[str, Any]
@@ -753,6 +762,11 @@ class GroupCoordinator:
             except KafkaError as exc:
                 log.info("group %s: storing transactional offsets failed: %s", group_id, exc)
                 pending.failed = exc.code
+            except TXN_APPEND_ERRORS as exc:
+                # the log's producer state refused the batch (an older epoch, a
+                # transaction state it does not allow): the client's error, not ours
+                log.info("group %s: storing transactional offsets failed: %s", group_id, exc)
+                pending.failed = next(c for t, c in TXN_APPEND_ERROR_CODES if isinstance(exc, t))
             except Exception:
                 log.exception("group %s: storing transactional offsets failed", group_id)
                 pending.failed = ErrorCode.COORDINATOR_NOT_AVAILABLE
