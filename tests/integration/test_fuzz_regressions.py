@@ -56,6 +56,18 @@ def test_a_controlled_shutdown_needs_the_live_brokers_epoch(
     assert log.count("controller: controlled shutdown of broker 0") == 1, log
 
 
+def test_a_controlled_shutdown_needs_cluster_action_under_an_authorizer(
+        broker_factory: BrokerFactory) -> None:
+    broker = broker_factory({
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "false"})
+    with ProtoClient(broker.bootstrap) as client:  # User:ANONYMOUS, no ACLs
+        answer = client.request(CONTROLLED_SHUTDOWN, 3, {"broker_id": 0, "broker_epoch": 1})
+        assert answer["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert broker.stop() == 0  # the broker's own request is not a client's: still done
+    assert "controlled shutdown succeeded" in broker.log_path.read_text(errors="replace")
+
+
 def _txn_offset_commit(client: ProtoClient, version: int, producer_id: int,
                        producer_epoch: int, topic: str) -> list[int]:
     """Per-partition error codes, once the group coordinator has loaded."""

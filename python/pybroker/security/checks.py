@@ -439,6 +439,9 @@ CHECKS: dict[int, Callable[[Allowed, int, Body], Decision | None]] = {
     1: _fetch,
     2: _list_offsets,
     3: _metadata,
+    # Kafka: only brokers (CLUSTER_ACTION) may ask the controller to move leaderships
+    7: _cluster(Op.CLUSTER_ACTION, lambda b: {"error_code": CLUSTER_DENIED,
+                                              "remaining_partitions": []}),
     8: _offset_commit,
     9: _offset_fetch,
     10: _find_coordinator,
