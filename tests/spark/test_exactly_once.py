@@ -101,18 +101,17 @@ def test_task_killed_mid_write_leaves_no_duplicate_or_partial_batch(
 
         ctx = TaskContext.get()
         doomed = ctx.partitionId() == 1 and ctx.attemptNumber() == 0
+        first_id = None
         for i, b in enumerate(batches):
             ids = b.column(0).to_pylist()
+            first_id = ids[0] if first_id is None else first_id
             yield pa.RecordBatch.from_pydict({
                 "key": [f"k{x % 7}" for x in ids],
                 "value": [f"v{x:05d}" + "." * 400 for x in ids]})
             if doomed and i == 2:
-                # the writer has produced some of this task's rows: die mid-write
-                with KafkaClient(bootstrap) as c:
-                    deadline = time.monotonic() + 60
-                    while time.monotonic() < deadline and sum(
-                            c.list_offset((topic_name, p), LATEST) for p in (0, 1)) == 0:
-                        time.sleep(0.05)
+                # die mid-write, once the writer has put some of THIS task's rows on
+                # the broker (the other task's rows alone do not make it mid-write)
+                _wait_for_ids_from(bootstrap, topic_name, first_id)
                 os.kill(os.getpid(), signal.SIGKILL)
 
     df = spark.range(0, n, numPartitions=2).mapInArrow(rows, "key string, value string")
@@ -122,6 +121,24 @@ def test_task_killed_mid_write_leaves_no_duplicate_or_partial_batch(
     assert [v[:6] for v in committed] == [f"v{x:05d}" for x in range(n)]
     # the killed attempt did reach the broker: read_uncommitted sees its rows too
     assert len(read(spark, bootstrap, topic_name, "read_uncommitted")) > n
+
+
+def _wait_for_ids_from(bootstrap: str, topic: str, first_id: int, timeout_s: float = 60.0) -> None:
+    """Until a record whose value is `v<id>` with id >= first_id is on the broker
+    (uncommitted is enough), or timeout_s passes."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"probe-{topic}",
+                  "isolation.level": "read_uncommitted", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for msg in c.consume(1000, timeout=0.5):
+                if msg.error() is None and int(msg.value()[1:6]) >= first_id:
+                    return
+    finally:
+        c.close()
 
 
 class _arrow_batch:  # noqa: N801 - a context manager named for what it sets
