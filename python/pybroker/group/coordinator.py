@@ -665,26 +665,7 @@ class GroupCoordinator:
         if error is not None:
             return PendingCommit(group_id, [(name, [(p[0], error) for p in parts])
                                             for name, parts in topics])
-        now = self.wall()
-        results: list[tuple[str, list[tuple[int, ErrorCode]]]] = []
-        records: list[rec.Record] = []
-        accepted: list[tuple[tuple[str, int], OffsetEntry]] = []
-        for name, parts in topics:
-            codes = []
-            for partition, offset, epoch, metadata in parts:
-                if not self.partition_exists(name, partition):
-                    codes.append((partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                    continue
-                meta = metadata or ""
-                if len(meta.encode()) > self.config.offset_metadata_max_bytes:
-                    codes.append((partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
-                    continue
-                entry = OffsetEntry(offset, epoch, meta, now)
-                records.append((rec.offset_key(group_id, name, partition),
-                                rec.offset_value(rec.OffsetValue(offset, epoch, meta, now))))
-                accepted.append(((name, partition), entry))
-                codes.append((partition, ErrorCode.NONE))
-            results.append((name, codes))
+        results, records, accepted = self._offset_records(group_id, topics)
         pending = PendingCommit(group_id, results, accepted)
         if records:
             try:
@@ -701,38 +682,12 @@ class GroupCoordinator:
             member.heartbeat_deadline_ms = self.clock() + member.session_timeout_ms
         return pending
 
-    def finish_commit(self, pending: PendingCommit, stored: ErrorCode
-                      ) -> list[tuple[str, list[tuple[int, ErrorCode]]]]:
-        """The append of `pending` is committed (`stored` NONE) or failed with
-        `stored`: apply its offsets, or answer every accepted partition with the
-        error a client gets (Kafka's GroupMetadataManager.storeOffsets mapping)."""
-        code = pending.failed if pending.failed is not None else stored
-        if code == ErrorCode.NONE:
-            if pending.entries:
-                group = self.groups.get(pending.group_id)
-                if group is None:
-                    group = self.groups[pending.group_id] = Group(pending.group_id, self.wall())
-                for key, entry in pending.entries:
-                    group.offsets[key] = entry
-            return pending.results
-        answer = commit_error(code)
-        return [(name, [(p, answer if c == ErrorCode.NONE else c) for p, c in codes])
-                for name, codes in pending.results]
-
-    # --- transactional offsets (TxnOffsetCommit) --------------------------------------
-    def begin_txn_commit(
-        self, group_id: str, producer_id: int, producer_epoch: int, generation: int,
-        member_id: str, group_instance_id: str | None,
-        topics: list[tuple[str, list[tuple[int, int, int, str | None]]]],
-    ) -> PendingCommit:
-        """Validate a TxnOffsetCommit and append its records as the producer's
-        transactional batch; finish_txn_commit keeps them pending until the marker."""
-        error = self._txn_commit_error(group_id, generation, member_id, group_instance_id)
-        if error is None:
-            error = _txn_producer_error(producer_id, producer_epoch)
-        if error is not None:
-            return PendingCommit(group_id, [(name, [(p[0], error) for p in parts])
-                                            for name, parts in topics])
+    def _offset_records(
+        self, group_id: str, topics: list[tuple[str, list[tuple[int, int, int, str | None]]]],
+    ) -> tuple[list[tuple[str, list[tuple[int, ErrorCode]]]], list[rec.Record],
+               list[tuple[tuple[str, int], OffsetEntry]]]:
+        """Per-partition checks of an (Txn)OffsetCommit: the answer codes, the records
+        to append and the entries they carry, for the partitions that passed."""
         now = self.wall()
         results: list[tuple[str, list[tuple[int, ErrorCode]]]] = []
         records: list[rec.Record] = []
@@ -752,6 +707,39 @@ class GroupCoordinator:
                 accepted.append(((name, partition), OffsetEntry(offset, epoch, meta, now)))
                 codes.append((partition, ErrorCode.NONE))
             results.append((name, codes))
+        return results, records, accepted
+
+    def finish_commit(self, pending: PendingCommit, stored: ErrorCode
+                      ) -> list[tuple[str, list[tuple[int, ErrorCode]]]]:
+        """The append of `pending` is committed (`stored` NONE) or failed with
+        `stored`: apply its offsets, or answer every accepted partition with the
+        error a client gets (Kafka's GroupMetadataManager.storeOffsets mapping)."""
+        code = pending.failed if pending.failed is not None else stored
+        if code == ErrorCode.NONE:
+            if pending.entries:
+                group = self.groups.get(pending.group_id)
+                if group is None:
+                    group = self.groups[pending.group_id] = Group(pending.group_id, self.wall())
+                for key, entry in pending.entries:
+                    group.offsets[key] = entry
+            return pending.results
+        return _failed_commit_answers(pending, code)
+
+    # --- transactional offsets (TxnOffsetCommit) --------------------------------------
+    def begin_txn_commit(
+        self, group_id: str, producer_id: int, producer_epoch: int, generation: int,
+        member_id: str, group_instance_id: str | None,
+        topics: list[tuple[str, list[tuple[int, int, int, str | None]]]],
+    ) -> PendingCommit:
+        """Validate a TxnOffsetCommit and append its records as the producer's
+        transactional batch; finish_txn_commit keeps them pending until the marker."""
+        error = self._txn_commit_error(group_id, generation, member_id, group_instance_id)
+        if error is None:
+            error = _txn_producer_error(producer_id, producer_epoch)
+        if error is not None:
+            return PendingCommit(group_id, [(name, [(p[0], error) for p in parts])
+                                            for name, parts in topics])
+        results, records, accepted = self._offset_records(group_id, topics)
         pending = PendingCommit(group_id, results, accepted, producer_id=producer_id)
         if records:
             producer = self.txn_offsets.producer(self.store.partition_of(group_id), producer_id,
@@ -782,9 +770,7 @@ class GroupCoordinator:
             if pending.entries:
                 self.txn_offsets.add(pending.producer_id, pending.group_id, pending.entries)
             return pending.results
-        answer = commit_error(code)
-        return [(name, [(p, answer if c == ErrorCode.NONE else c) for p, c in codes])
-                for name, codes in pending.results]
+        return _failed_commit_answers(pending, code)
 
     def _txn_commit_error(self, group_id: str, generation: int, member_id: str,
                           group_instance_id: str | None) -> ErrorCode | None:
@@ -1065,3 +1051,12 @@ def consumer_subscription(metadata: bytes) -> set[str]:
         return {r.string() or "" for _ in range(max(r.take(">i"), 0))}
     except Exception:
         return set()
+
+
+def _failed_commit_answers(pending: PendingCommit, code: ErrorCode
+                           ) -> list[tuple[str, list[tuple[int, ErrorCode]]]]:
+    """A commit whose append failed with `code`: every accepted partition gets the
+    error a client sees (Kafka's GroupMetadataManager.storeOffsets mapping)."""
+    answer = commit_error(code)
+    return [(name, [(p, answer if c == ErrorCode.NONE else c) for p, c in codes])
+            for name, codes in pending.results]
