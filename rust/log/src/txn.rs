@@ -423,13 +423,7 @@ mod tests {
         assert_eq!(state_of(&log), expect);
         drop(log);
         // unclean, every snapshot and .txnindex gone: all rebuilt from the log
-        for f in std::fs::read_dir(dir.path()).unwrap() {
-            let p = f.unwrap().path();
-            let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
-            if ext == "snapshot" || ext == "txnindex" {
-                std::fs::remove_file(p).unwrap();
-            }
-        }
+        remove_derived_state(dir.path());
         let mut log = open(dir.path(), false, 1 << 30);
         assert_eq!(state_of(&log), expect);
         assert_eq!(txnindex_bytes(dir.path(), 6).unwrap(), entry);
@@ -571,15 +565,21 @@ mod tests {
             prop_assert_eq!(&got, &aborted);
             let before = state_of(&log);
             drop(log);
-            for f in std::fs::read_dir(dir.path()).unwrap() {
-                let p = f.unwrap().path();
-                let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
-                if ext == "snapshot" || ext == "txnindex" {
-                    std::fs::remove_file(p).unwrap();
-                }
-            }
+            remove_derived_state(dir.path());
             let log = open(dir.path(), false, 1 << 30);
             prop_assert_eq!(state_of(&log), before);
+        }
+    }
+
+    /// Deletes every producer snapshot and .txnindex file: what recovery rebuilds
+    /// from the log alone.
+    fn remove_derived_state(dir: &std::path::Path) {
+        for f in std::fs::read_dir(dir).unwrap() {
+            let p = f.unwrap().path();
+            let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+            if ext == "snapshot" || ext == "txnindex" {
+                std::fs::remove_file(p).unwrap();
+            }
         }
     }
 
@@ -809,13 +809,7 @@ mod tests {
             }
             let state_before = state_of(&log);
             drop(log);
-            for f in std::fs::read_dir(dir.path()).unwrap() {
-                let p = f.unwrap().path();
-                let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
-                if ext == "snapshot" || ext == "txnindex" {
-                    std::fs::remove_file(p).unwrap();
-                }
-            }
+            remove_derived_state(dir.path());
             let log = open(dir.path(), false, 1 << 30);
             prop_assert_eq!(committed_view(&log), before);
             // (an aborted transaction's first offset may move up: its first
