@@ -12,6 +12,12 @@ Producer: acks=1, linger.ms=0 by default (a latency test; `--linger-ms 5` matche
 throughput settings). Consumer: fetch.wait.max.ms=500, fetch.min.bytes=1 (librdkafka defaults),
 so a broker that does not wake long polls on append shows it here.
 
+Each run starts with `--warmup-seconds` (default 1) of the same load whose records are not
+counted: the first milliseconds of a run time the clients' start (the producer's connection
+to the partition leader, the first request of each kind) and the fresh topic, not the
+broker's steady state, as benchmark harnesses such as the OpenMessaging Benchmark do. The
+same warm-up applies to every side; `--warmup-seconds 0` measures from the first record.
+
 Meanwhile a loop-lag probe sends ApiVersions every 5 ms on a connection of its own and
 times the answers: a broker-side stall (event loop blocked, GC pause) shows there as a long
 round trip, apart from the records' path; its percentiles are printed and in the JSON.
@@ -100,13 +106,16 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def measure(bootstrap: str, rate: int, seconds: float, size: int,
-            linger_ms: int) -> tuple[list[float], list[float]]:
-    """Latencies in ms of every record sent at `rate`/s for `seconds`, and the loop-lag
-    probe's round trips in ms meanwhile."""
+            linger_ms: int, warmup: float = 0.0) -> tuple[list[float], list[float]]:
+    """Latencies in ms of every record sent at `rate`/s for `seconds` after `warmup`
+    seconds of the same load, and the loop-lag probe's round trips in ms meanwhile."""
     topic = f"latency-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, 1, 30.0)
+    warmup_records = int(rate * warmup)
     total = int(rate * seconds)
     latencies: list[float] = []
+    #: records sent (monotonic ns) before this are warm-up: read, not counted
+    counted_from = [2**63 - 1]
     ready = threading.Event()
     done = threading.Event()
 
@@ -117,13 +126,14 @@ def measure(bootstrap: str, rate: int, seconds: float, size: int,
         # the first poll makes the assignment effective before the producer starts
         consumer.poll(0.5)
         ready.set()
-        deadline = time.monotonic() + seconds + 30
+        deadline = time.monotonic() + warmup + seconds + 30
         while len(latencies) < total and time.monotonic() < deadline:
             # poll, not consume(n): consume waits for n records and would add its own delay
             msg = consumer.poll(0.2)
             if msg is not None and msg.error() is None:
                 sent = STAMP.unpack_from(msg.value())[0]
-                latencies.append((time.monotonic_ns() - sent) / 1e6)
+                if sent >= counted_from[0]:
+                    latencies.append((time.monotonic_ns() - sent) / 1e6)
         consumer.close()
         done.set()
 
@@ -139,9 +149,14 @@ def measure(bootstrap: str, rate: int, seconds: float, size: int,
     per_tick = rate * tick
     start = time.monotonic()
     sent = 0
-    while sent < total:
-        due = min(total, int((time.monotonic() - start) / tick * per_tick) + 1)
+    probe_from = 0
+    last = warmup_records + total
+    while sent < last:
+        due = min(last, int((time.monotonic() - start) / tick * per_tick) + 1)
         while sent < due:
+            if sent == warmup_records:
+                counted_from[0] = time.monotonic_ns()
+                probe_from = len(probe.rtts_ms)
             producer.produce(topic, STAMP.pack(time.monotonic_ns()) + padding)
             sent += 1
         producer.poll(0)
@@ -150,8 +165,8 @@ def measure(bootstrap: str, rate: int, seconds: float, size: int,
         if pause > 0:
             time.sleep(pause)
     producer.flush(30)
-    done.wait(seconds + 30)
-    return latencies, probe.stop()
+    done.wait(warmup + seconds + 30)
+    return latencies, probe.stop()[probe_from:]
 
 
 def summarize(values: list[float]) -> dict[str, float]:
@@ -173,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer", default="tansu", help="pybroker, tansu, HOST:PORT or none")
     ap.add_argument("--rate", type=int, default=20000, help="records per second")
     ap.add_argument("--seconds", type=float, default=10.0, help="seconds of load per run")
+    ap.add_argument("--warmup-seconds", type=float, default=1.0,
+                    help="seconds of the same load before each run's counted records "
+                         "(default 1; 0 counts from the first record)")
     ap.add_argument("--size", type=int, default=1024, help="record size in bytes")
     ap.add_argument("--linger-ms", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=2)
@@ -198,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         for side in sides:
             with BrokerRun(side, 60.0, None) as run:
                 values, probe = measure(run.bootstrap, args.rate, args.seconds, args.size,
-                                        args.linger_ms)
+                                        args.linger_ms, args.warmup_seconds)
             got = summarize(values)
             lag = summarize(probe)
             print(f"[{side.label}] rep {rep + 1}: {got['records']} records, "
@@ -211,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = {label: summarize(values) for label, values in collected.items()}
     lag_summary = {label: summarize(values) for label, values in lags.items()}
     print(f"\nend-to-end latency, {args.rate:,} records/s of {args.size} B, "
-          f"linger.ms={args.linger_ms}, {args.seconds:g} s x {args.repeat}")
+          f"linger.ms={args.linger_ms}, {args.seconds:g} s x {args.repeat} "
+          f"(after {args.warmup_seconds:g} s of warm-up each)")
     labels = list(summary)
     print(f"  {'':12}" + "".join(f"{label:>18}" for label in labels))
     for key in ("records", "p50_ms", "p99_ms", "p99.9_ms", "max_ms", "mean_ms"):
