@@ -70,7 +70,9 @@ def render(data: dict[str, Any]) -> str:
          f"Linux {m['kernel']}, Python {m['python']}"),
         (f"- client: confluent-kafka {m['confluent_kafka']} (librdkafka {m['librdkafka']}), "
          "producer acks=1 linger.ms=5 batch.size=1000000 compression none; "
-         "consumer assign() from offset 0"),
+         "consumer assign() from offset 0"
+         + "".join(f" {k}={v}" for k, v in
+                   (meta.get("client", {}).get("consumer_extra") or {}).items())),
         f"- scale {meta['scale']}, repeat {meta['repeat']} (medians; sides interleaved)"
         + (f"; load average at start {m['loadavg_at_start']}" if "loadavg_at_start" in m
            else ""),
@@ -84,8 +86,12 @@ def render(data: dict[str, Any]) -> str:
     out.append("")
     two = len(labels) == 2
     for case in data["cases"]:
+        clients = case.get("clients", 1)
         out.append(f"#### {case['op']}: {case['record_size']} B records, "
-                   f"{case['partitions']} partition(s), {case['records']:,} records")
+                   f"{case['partitions']} partition(s), {case['records']:,} records"
+                   + (f", {clients} client processes"
+                      + (" (each reads every record)" if case["op"] == "consume" else "")
+                      if clients > 1 else ""))
         out.append("")
         head = "| metric | " + " | ".join(labels) + (f" | ratio {labels[0]}/{labels[1]} |"
                                                      if two else " |")

@@ -6,6 +6,13 @@ freshly started broker (fresh temp data dir), a fresh topic, a produce phase and
 phase of the same records.  Sides are interleaved (target, peer, target, peer, ...) and the
 tables show medians.  The client is confluent-kafka (librdkafka) in this process.
 
+With ``--clients N`` (N > 1) each phase runs in N client processes started together: the
+producers share the records between them, and each consumer reads every record (fan-out:
+N consumers, each its own group). One Python client cannot load a broker with 100 B
+records (its own produce()/consume() loop is the bottleneck, "client loop busy" 1.00 for
+any broker); N clients on this machine's cores make the phase machine-bound, so what the
+broker spends per record shows in the records/s.
+
 Per phase it measures:
   * records/s and MB/s (payload bytes only, MB = 10**6 bytes), wall clock of the phase;
   * broker CPU seconds per GB of payload (user+sys of the broker process tree, psutil);
@@ -29,6 +36,7 @@ import argparse
 import atexit
 import datetime as _dt
 import json
+import multiprocessing
 import os
 import platform
 import shlex
@@ -61,7 +69,13 @@ import wirestats  # noqa: E402
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-DEFAULT_RECORDS = {100: 2_000_000, 1024: 1_000_000}
+DEFAULT_RECORDS = {100: 4_000_000, 1024: 1_000_000}
+#: consumer settings every side gets (--consumer-config overrides them). librdkafka's
+#: default fetch.queue.backoff.ms (1,000) makes a 100 B consume measure the client's
+#: sleep: one fetch fills the local queue past queued.min.messages (100,000 records),
+#: librdkafka then waits a second while the application drains the queue in ~50 ms, and
+#: the broker sits idle (see RESULTS.md, issue 18). 10 ms keeps the consumer fed.
+CONSUMER_DEFAULTS = {"fetch.queue.backoff.ms": "10"}
 #: librdkafka compression.type values --compression takes
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 OPS = ("produce", "consume")
@@ -531,6 +545,45 @@ def consume(bootstrap: str, topic: str, partitions: int, size: int, n: int,
         c.close()
 
 
+def _shares(records: int, clients: int) -> list[int]:
+    """Records per producer: an even split, the remainder to the first."""
+    each = records // clients
+    return [records - each * (clients - 1)] + [each] * (clients - 1)
+
+
+def _client_process(fn: Any, call: tuple[Any, ...], barrier: Any, out: Any) -> None:
+    try:
+        barrier.wait(60)
+        secs = fn(*call)
+        end = time.monotonic()
+        out.put((end - secs, end, None))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        out.put((0.0, 0.0, f"{type(e).__name__}: {e}"))
+
+
+def in_processes(fn: Any, calls: list[tuple[Any, ...]], timeout: float) -> float:
+    """Run fn(*call) for every call in its own process, all released together; return
+    the seconds from the first one's clock start to the last one's end."""
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(len(calls))
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_client_process, args=(fn, call, barrier, out), daemon=True)
+             for call in calls]
+    for proc in procs:
+        proc.start()
+    try:
+        spans = [out.get(timeout=timeout + 120) for _ in procs]
+    finally:
+        for proc in procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+    errors = [err for _s, _e, err in spans if err]
+    if errors:
+        raise PhaseError(f"{len(errors)} of {len(calls)} clients failed: {errors[0]}")
+    return max(end for _s, end, _e in spans) - min(start for start, _e, _err in spans)
+
+
 # --------------------------------------------------------------------------------------------
 # orchestration
 
@@ -540,9 +593,16 @@ class Workload:
     size: int
     partitions: int
     records: int
+    #: client processes per phase (see the module doc)
+    clients: int = 1
 
     def case(self, op: str) -> str:
-        return f"{op}-{size_label(self.size)}-{self.partitions}p"
+        suffix = f"-{self.clients}c" if self.clients > 1 else ""
+        return f"{op}-{size_label(self.size)}-{self.partitions}p{suffix}"
+
+    def delivered(self, op: str) -> int:
+        """Records the phase moves: every consumer reads all of them."""
+        return self.records * self.clients if op == "consume" else self.records
 
 
 def size_label(size: int) -> str:
@@ -558,7 +618,7 @@ class Results:
         key = wl.case(op)
         case = self.cases.setdefault(key, {
             "case": key, "op": op, "record_size": wl.size, "partitions": wl.partitions,
-            "records": wl.records, "sides": {},
+            "records": wl.records, "clients": wl.clients, "sides": {},
         })
         case["sides"].setdefault(side, {"runs": []})["runs"].append(run)
 
@@ -648,10 +708,10 @@ def parse_side(spec: str, label: str | None, pid: int | None, pybroker_cmd: str 
 
 def run_one(wl: Workload, side: Side, ops: list[str], args: argparse.Namespace,
             results: Results, rep: int) -> None:
-    payload = wl.size * wl.records
     topic = f"bench-{wl.case('x')[2:]}-{rep}-{uuid.uuid4().hex[:8]}"
-    print(f"  [{side.label}] rep {rep + 1}: {wl.records:,} x {wl.size} B -> {wl.partitions}p",
-          flush=True)
+    who = f", {wl.clients} clients" if wl.clients > 1 else ""
+    print(f"  [{side.label}] rep {rep + 1}: {wl.records:,} x {wl.size} B -> {wl.partitions}p"
+          f"{who}", flush=True)
     errors: dict[str, str] = {}
     try:
         with BrokerRun(side, args.startup_timeout, args.keep_logs) as broker:
@@ -668,18 +728,28 @@ def run_one(wl: Workload, side: Side, ops: list[str], args: argparse.Namespace,
                                     {"rep": rep, "error": "skipped: produce failed"})
                     continue
                 mon = Monitor(broker.pid)
-                stats = wirestats.WireStats() if args.wire_stats else None
+                # the client library's counters describe one client's requests
+                stats = wirestats.WireStats() if args.wire_stats and wl.clients == 1 else None
                 client0 = os.times()
                 try:
                     with mon:
                         if op == "produce":
-                            secs = produce(broker.bootstrap, topic, wl.partitions, wl.size,
-                                           wl.records, args.timeout, args.compression,
-                                           args.acks, stats)
+                            calls = [(broker.bootstrap, topic, wl.partitions, wl.size, n,
+                                      args.timeout, args.compression, args.acks)
+                                     for n in _shares(wl.records, wl.clients)]
+                            if wl.clients == 1:
+                                secs = produce(*calls[0], stats)
+                            else:
+                                secs = in_processes(produce, calls, args.timeout)
                         else:
-                            secs = consume(broker.bootstrap, topic, wl.partitions, wl.size,
-                                           wl.records, args.timeout, args.idle_timeout,
-                                           args.consumer_config, stats)
+                            call = (broker.bootstrap, topic, wl.partitions, wl.size,
+                                    wl.records, args.timeout, args.idle_timeout,
+                                    args.consumer_config)
+                            if wl.clients == 1:
+                                secs = consume(*call, stats)
+                            else:
+                                secs = in_processes(consume, [call] * wl.clients,
+                                                    args.timeout)
                 except Exception as e:  # noqa: BLE001
                     errors[op] = f"{type(e).__name__}: {e}"
                     tail = broker.log_tail()
@@ -690,7 +760,10 @@ def run_one(wl: Workload, side: Side, ops: list[str], args: argparse.Namespace,
                         results.add(wl, op, side.label, {"rep": rep, "error": errors[op]})
                     continue
                 client1 = os.times()
-                client_cpu = (client1.user - client0.user) + (client1.system - client0.system)
+                client_cpu = sum(getattr(client1, f) - getattr(client0, f) for f in (
+                    "user", "system", "children_user", "children_system"))
+                records = wl.delivered(op)
+                payload = wl.size * records
                 gb = payload / 1e9
                 cpu, rss = mon.result()
                 run = {
@@ -698,7 +771,7 @@ def run_one(wl: Workload, side: Side, ops: list[str], args: argparse.Namespace,
                     "error": None,
                     "topic": topic,
                     "seconds": secs,
-                    "records_per_s": wl.records / secs,
+                    "records_per_s": records / secs,
                     "mb_per_s": payload / 1e6 / secs,
                     "broker_cpu_s": cpu,
                     "cpu_s_per_gb": (cpu / gb) if cpu is not None else None,
@@ -707,7 +780,7 @@ def run_one(wl: Workload, side: Side, ops: list[str], args: argparse.Namespace,
                     "client_cpu_s_per_gb": client_cpu / gb,
                 }
                 if stats is not None:
-                    run["wire"] = stats.figures(wl.records, payload, secs)
+                    run["wire"] = stats.figures(records, payload, secs)
                 if op in ops:
                     results.add(wl, op, side.label, run)
                 print(f"    {op:8s} {run['records_per_s']:>12,.0f} rec/s "
@@ -746,7 +819,9 @@ def print_tables(results: Results, labels: list[str], repeat: int) -> None:
     for case in results.cases.values():
         title = (f"{case['op']} {case['record_size']} B records, {case['partitions']} "
                  f"partition{'s' if case['partitions'] > 1 else ''}, {case['records']:,} records"
-                 f" (median of {repeat})")
+                 + (f", {case['clients']} client processes" if case.get("clients", 1) > 1
+                    else "")
+                 + f" (median of {repeat})")
         print(f"\n{title}")
         head = f"  {'':16s}" + "".join(f"{lb[:16]:>18s}" for lb in labels)
         if len(labels) == 2:
@@ -796,6 +871,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="multiply the record counts (e.g. 0.1 for a quick run)")
     ap.add_argument("--sizes", default="100,1024", help="record sizes in bytes")
     ap.add_argument("--partitions", default="1,8", help="partition counts")
+    ap.add_argument("--clients", default="1",
+                    help="client processes per phase, e.g. 1,2 (default 1; see the doc above)")
     ap.add_argument("--ops", default="produce,consume",
                     help="phases to report (consume always produces first)")
     ap.add_argument("--records", type=int, help="records per case (overrides the defaults)")
@@ -810,7 +887,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--startup-timeout", type=float, default=60.0)
     ap.add_argument("--admin-timeout", type=float, default=30.0)
     ap.add_argument("--consumer-config", action="append", default=[], metavar="KEY=VALUE",
-                    help="extra librdkafka consumer property (repeatable)")
+                    help="extra librdkafka consumer property (repeatable); the bench sets "
+                         "fetch.queue.backoff.ms=10 unless given (fetch.queue.backoff.ms="
+                         "1000 is librdkafka's default)")
     ap.add_argument("--no-wire-stats", dest="wire_stats", action="store_false",
                     help="do not collect the client's request/batch counters (librdkafka "
                          "statistics, one report per second; on by default)")
@@ -822,7 +901,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     try:
-        args.consumer_config = dict(kv.split("=", 1) for kv in args.consumer_config)
+        args.consumer_config = CONSUMER_DEFAULTS | dict(
+            kv.split("=", 1) for kv in args.consumer_config)
     except ValueError:
         ap.error("--consumer-config takes KEY=VALUE")
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
@@ -841,11 +921,16 @@ def main(argv: list[str] | None = None) -> int:
         sides.append(peer)
     labels = [s.label for s in sides]
 
+    clients = [int(c) for c in args.clients.split(",")]
+    if any(c < 1 for c in clients):
+        ap.error("--clients takes counts of 1 or more")
     workloads: list[Workload] = []
-    for size in sizes:
-        base = args.records or DEFAULT_RECORDS.get(size, max(1, 200_000_000 // size))
-        for p in parts:
-            workloads.append(Workload(size, p, max(1000, int(base * args.scale))))
+    for n_clients in clients:
+        for size in sizes:
+            base = args.records or DEFAULT_RECORDS.get(size, max(1, 200_000_000 // size))
+            for p in parts:
+                workloads.append(Workload(size, p, max(1000, int(base * args.scale)),
+                                          n_clients))
 
     meta = {
         "command": " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])]),
@@ -861,6 +946,7 @@ def main(argv: list[str] | None = None) -> int:
             "producer": {"acks": args.acks, "linger.ms": 5, "batch.size": 1_000_000,
                          "compression.type": args.compression},
             "consumer": "assign() from offset 0 of every partition, consume() batches of 10000",
+            "clients": clients,
             "consumer_extra": args.consumer_config,
         },
     }
@@ -869,8 +955,9 @@ def main(argv: list[str] | None = None) -> int:
           f"scale {args.scale}, compression {args.compression}", flush=True)
     try:
         for wl in workloads:
-            print(f"\n== {wl.size} B x {wl.partitions} partition(s), {wl.records:,} records",
-                  flush=True)
+            who = f", {wl.clients} client processes" if wl.clients > 1 else ""
+            print(f"\n== {wl.size} B x {wl.partitions} partition(s), {wl.records:,} records"
+                  f"{who}", flush=True)
             for rep in range(args.repeat):
                 for side in sides:
                     run_one(wl, side, ops, args, results, rep)

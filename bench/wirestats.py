@@ -34,6 +34,9 @@ class WireStats:
         self.windows: dict[str, list[float]] = {}
         self._cpu0: os.times_result | None = None
         self._cpu1: os.times_result | None = None
+        #: CPU seconds of the thread that runs the produce/consume loop (time.thread_time)
+        self._main0: float | None = None
+        self._main1: float | None = None
         #: produce() calls refused with a full client queue (the producer waited for acks)
         self.queue_full = 0
 
@@ -63,9 +66,11 @@ class WireStats:
         self.first = self.last
         self.windows.clear()
         self._cpu0 = os.times()
+        self._main0 = time.thread_time()
 
     def stop(self, client: Any) -> None:
         self._cpu1 = os.times()
+        self._main1 = time.thread_time()
         self._wait_report(client)
 
     def _wait_report(self, client: Any) -> None:
@@ -115,6 +120,10 @@ class WireStats:
             cpu = ((self._cpu1.user - self._cpu0.user)
                    + (self._cpu1.system - self._cpu0.system))
             out["client_cpu_us_per_record"] = cpu / records * 1e6 if records else None
+        if self._main0 is not None and self._main1 is not None and seconds > 0:
+            # 1.00: the application's own loop never waited (for the client library or
+            # the broker), so no broker could have made this phase faster
+            out["client_main_thread_busy"] = (self._main1 - self._main0) / seconds
         return out
 
 
@@ -130,6 +139,7 @@ ROWS = (
     ("round trips/GB", "round_trips_per_gb", 0),
     ("avg rtt ms", "avg_rtt_ms", 2),
     ("client us/record", "client_cpu_us_per_record", 3),
+    ("client loop busy", "client_main_thread_busy", 2),
 )
 
 
