@@ -143,7 +143,13 @@ def render_floor(data: dict[str, Any]) -> str:
 
 
 def render_any(data: dict[str, Any]) -> str:
-    return render_floor(data) if "results" in data else render(data)
+    """A throughput run or a kernel floor; "" for the other benches' JSON that share
+    bench/results/ (latency, transactions, ...), which RESULTS.md describes by hand."""
+    if "meta" not in data:
+        return ""
+    if "results" in data:
+        return render_floor(data)
+    return render(data) if "cases" in data else ""
 
 
 CHART_METRICS = (("records/s", "records_per_s"), ("MB/s", "mb_per_s"))
@@ -216,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("--png needs a bench/throughput.py result")
         chart(runs[-1], args.png)
         print(f"wrote {args.png}", file=sys.stderr)
-    body = "\n".join(render_any(d) for d in docs)
+    body = "\n".join(text for text in map(render_any, docs) if text)
     if args.update:
         update(args.update, body)
         print(f"updated {args.update}")

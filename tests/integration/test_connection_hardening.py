@@ -243,6 +243,34 @@ def test_clients_leaving_long_poll_fetches_release_sockets_and_waiters(
     assert_alive_and_serving(b)
 
 
+def test_request_pipelined_behind_a_long_poll_waits_without_spinning_the_broker(
+        broker_factory: BrokerFactory) -> None:
+    """The connection keeps its readiness callback registered between reads (issue 18).
+    Bytes of a pipelined request arriving while a long-poll fetch waits make the socket
+    readable for as long as the fetch waits: the broker must stop watching it then, not
+    wake up on it again and again, and must still answer both requests in order."""
+    b = broker_factory()
+    make_topic(b, "quiet")
+    proc = process(b)
+    wait_ms = 3000
+    with RawClient(b.bootstrap, timeout=15) as rc:
+        fetch = rc.send(rawclient.API_FETCH, 4,
+                        rawclient.fetch_body_v4("quiet", 0, 0, max_wait_ms=wait_ms))
+        cpu0 = sum(proc.cpu_times()[:2])
+        sent = time.monotonic()
+        pipelined = rc.send(rawclient.API_METADATA, 1, rawclient.metadata_body_v1(["quiet"]))
+        corr, _ = rc.recv()
+        waited = time.monotonic() - sent
+        cpu = sum(proc.cpu_times()[:2]) - cpu0
+        assert corr == fetch
+        assert rc.recv()[0] == pipelined
+    # the fetch answered at its deadline, not early; over those ~3 s an idle broker uses
+    # a few tens of ms of CPU, a loop woken by the readable socket every turn a whole core
+    assert waited > wait_ms / 1000 / 2, waited
+    assert cpu < 0.3 * waited, f"broker used {cpu:.2f} s CPU in {waited:.2f} s of waiting"
+    assert_alive_and_serving(b)
+
+
 def test_clients_leaving_waiting_join_groups_release_their_sockets(
         broker_factory: BrokerFactory) -> None:
     port = free_port()

@@ -277,10 +277,12 @@ class Connection:
 
     def _on_readable(self) -> None:
         waiter = self._read_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-        else:
+        if waiter is None:
             self._stop_reading()
+        elif not waiter.done():
+            waiter.set_result(None)
+        # else: woken already, its task reads on its next step (a loop that polls again
+        # before running it, as asyncio's own does, calls back once more)
 
     def _stop_reading(self) -> None:
         loop, self._reader_loop = self._reader_loop, None

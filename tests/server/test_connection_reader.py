@@ -1,0 +1,81 @@
+"""The read path keeps its readiness callback registered between reads (issue 18): no
+epoll_ctl per request on the broker's loop (uvloop), and no busy loop on any loop when
+bytes arrive while nobody reads."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+
+import pytest
+
+from pybroker.server.connection import Connection
+
+uvloop = pytest.importorskip("uvloop")
+
+
+def frame(payload: bytes) -> bytes:
+    return len(payload).to_bytes(4, "big") + payload
+
+
+async def _turns(n: int = 20) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("loop_factory", [uvloop.new_event_loop, asyncio.new_event_loop],
+                         ids=["uvloop", "asyncio"])
+def test_reader_stays_registered_while_reading_and_drops_when_nobody_reads(
+        monkeypatch: pytest.MonkeyPatch,
+        loop_factory: Callable[[], asyncio.AbstractEventLoop]) -> None:
+    # the broker's loop runs a woken reader before it polls again, so the registration
+    # survives a read; asyncio's own loop polls once more first and sees the readiness
+    # the read is about to consume, which drops it (a cost, not a fault)
+    broker_loop = loop_factory is uvloop.new_event_loop
+    calls = 0
+    original = Connection._on_readable
+
+    def counting(self: Connection) -> None:
+        nonlocal calls
+        calls += 1
+        original(self)
+
+    monkeypatch.setattr(Connection, "_on_readable", counting)
+
+    async def scenario() -> None:
+        nonlocal calls
+        ours, peer = socket.socketpair()
+        conn = Connection(ours, 1 << 20)
+        try:
+            reading = asyncio.ensure_future(conn.read_frame())
+            await _turns()
+            assert conn._reader_loop is not None  # waiting: registered
+            peer.sendall(frame(b"first"))
+            assert bytes(await asyncio.wait_for(reading, 5)) == b"first"
+            if broker_loop:
+                # answered without dropping the registration: the next wait is free
+                assert conn._reader_loop is not None
+            # a request arrives while the connection is busy elsewhere (nobody reads):
+            # at most a callback or two, then the socket is no longer watched, however
+            # long it stays readable
+            calls = 0
+            peer.sendall(frame(b"second"))
+            await _turns(50)
+            assert calls <= 2, f"{calls} callbacks for one unread request"
+            assert conn._reader_loop is None
+            # the next read finds the bytes and registers again only when it must wait
+            assert bytes(await asyncio.wait_for(conn.read_frame(), 5)) == b"second"
+            reading = asyncio.ensure_future(conn.read_frame())
+            await _turns()
+            assert conn._reader_loop is not None
+            reading.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await reading
+        finally:
+            conn.close()
+            peer.close()
+        assert conn._reader_loop is None  # closing unregistered the fd
+
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(scenario())
