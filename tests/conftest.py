@@ -129,12 +129,24 @@ class Broker:
                     f"pybroker exited with {self.proc.returncode} during startup\n"
                     + self.log_tail()
                 )
-            if _api_versions_ok(self.host, self.port, timeout=1.0):
+            if _api_versions_ok(self.host, self.port, timeout=1.0) and self._metrics_up():
                 return
             time.sleep(0.1)
         tail = self.log_tail()
         self.kill()
         raise RuntimeError(f"pybroker not ready within {timeout}s\n{tail}")
+
+    def _metrics_up(self) -> bool:
+        """The metrics endpoint (if configured) accepts connections: it opens after the
+        Kafka listeners, so a test scraping it right after start could find it closed."""
+        port = int(self.overrides.get("metrics.port", "0") or 0)
+        if port <= 0:
+            return True
+        try:
+            with socket.create_connection((self.host, port), timeout=1.0):
+                return True
+        except OSError:
+            return False
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
         """SIGTERM and wait; kill -9 if it does not exit in time. Returns the exit code."""
