@@ -19,9 +19,12 @@ from confluent_kafka.admin import AdminClient
 
 from tests.cluster.cluster import WAIT_S, Cluster, wait_for
 from tests.cluster.scenario import PARTITIONS, TOPIC_CONFIGS
+from tests.integration.protoclient import ProtoClient
 from tests.integration.rawclient import RawClient, Rec, build_batch
 
 OFFSETS_TOPIC = "__consumer_offsets"
+OFFSET_FETCH = 9
+NOT_COORDINATOR = 16
 #: offsets.topic.num.partitions in the test cluster (tests/cluster/cluster.py)
 OFFSETS_PARTITIONS = 5
 RECORDS_PER_PARTITION = 200
@@ -224,3 +227,44 @@ def test_acknowledged_commit_survives_the_coordinator(cluster: Cluster) -> None:
             f"has {now.get(0)}")
     else:
         assert now.get(0) in (10, 20), now
+
+
+def test_offset_fetch_elsewhere_than_the_coordinator_is_not_coordinator(
+        cluster: Cluster) -> None:
+    """Every OffsetFetch version answers NOT_COORDINATOR on a broker that does not
+    coordinate the group, as Kafka does, so the client finds the coordinator again.
+    (It answered "no committed offset", and a consumer would then reset its position by
+    auto.offset.reset: re-read or skip records.)"""
+    topic = "fetched-offsets"
+    group = f"f-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, PARTITIONS, configs=TOPIC_CONFIGS)
+    create_offsets_topic(cluster, group)
+    owner = coordinator(cluster, group)
+    other = next(b for b in cluster.live() if b != owner)
+    consumer = Consumer({"bootstrap.servers": cluster.brokers[owner].bootstrap,
+                         "group.id": group, "enable.auto.commit": False})
+    try:
+        done = consumer.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+        assert done is not None and done[0].error is None, done
+    finally:
+        consumer.close()
+    asked = [{"name": topic, "partition_indexes": [0]}]
+    with ProtoClient(cluster.brokers[other].bootstrap) as elsewhere, \
+            ProtoClient(cluster.brokers[owner].bootstrap) as there:
+        for version in (1, 5, 7):
+            body = {"group_id": group, "topics": asked, "require_stable": False}
+            wrong = elsewhere.request(OFFSET_FETCH, version, body)
+            right = there.request(OFFSET_FETCH, version, body)
+            if version < 2:  # no top-level error: it is on every partition asked for
+                code = wrong["topics"][0]["partitions"][0]["error_code"]
+            else:
+                code = wrong["error_code"]
+            assert code == NOT_COORDINATOR, (version, wrong)
+            assert right["topics"][0]["partitions"][0]["committed_offset"] == 7, right
+        for version in (8, 9):
+            body = {"groups": [{"group_id": group, "topics": asked, "member_id": None,
+                                "member_epoch": -1}], "require_stable": False}
+            [wrong] = elsewhere.request(OFFSET_FETCH, version, body)["groups"]
+            [right] = there.request(OFFSET_FETCH, version, body)["groups"]
+            assert wrong["error_code"] == NOT_COORDINATOR and not wrong["topics"], wrong
+            assert right["topics"][0]["partitions"][0]["committed_offset"] == 7, right

@@ -25,13 +25,27 @@ async def handle_offset_fetch(ctx: BrokerContext, request: Request) -> dict[str,
                         g.get("member_epoch", -1) if request.version >= 9 else -1, stable)
             for g in body["groups"] or []]}
     group = fetch_group(ctx, body["group_id"], body["topics"], None, -1, stable)
-    return {"throttle_time_ms": 0, "topics": group["topics"], "error_code": 0}
+    if group["error_code"] and request.version < 2:
+        # v0-1 have no top-level error: Kafka puts it on every partition asked for
+        return {"throttle_time_ms": 0, "error_code": group["error_code"], "topics": [
+            {"name": t["name"], "partitions": [
+                _no_offset(index, group["error_code"]) for index in t["partition_indexes"] or []]}
+            for t in body["topics"] or []]}
+    return {"throttle_time_ms": 0, "topics": group["topics"], "error_code": group["error_code"]}
+
+
+def _no_offset(index: int, error_code: int) -> dict[str, Any]:
+    return {"partition_index": index, "committed_offset": -1, "committed_leader_epoch": -1,
+            "metadata": "", "error_code": error_code}
 
 
 def fetch_group(ctx: BrokerContext, group_id: str, requested: list[dict[str, Any]] | None,
                 member_id: str | None, member_epoch: int, stable: bool = False
                 ) -> dict[str, Any]:
-    code = ctx.groups.consumer.fetch_error(group_id, member_id, member_epoch)
+    # another broker coordinates the group: NOT_COORDINATOR sends the client to look it up
+    # again; answering "no offsets" here would make a consumer reset its position
+    code = (ctx.groups.coordinator_error(group_id)
+            or ctx.groups.consumer.fetch_error(group_id, member_id, member_epoch))
     if code is not None:
         return {"group_id": group_id, "topics": [], "error_code": int(code)}
     topics = None if requested is None else [
@@ -41,13 +55,9 @@ def fetch_group(ctx: BrokerContext, group_id: str, requested: list[dict[str, Any
         partitions = []
         for index, entry in parts:
             if stable and ctx.groups.unstable_offset(group_id, name, index):
-                partitions.append({"partition_index": index, "committed_offset": -1,
-                                   "committed_leader_epoch": -1, "metadata": "",
-                                   "error_code": int(ErrorCode.UNSTABLE_OFFSET_COMMIT)})
+                partitions.append(_no_offset(index, int(ErrorCode.UNSTABLE_OFFSET_COMMIT)))
             elif entry is None:
-                partitions.append({"partition_index": index, "committed_offset": -1,
-                                   "committed_leader_epoch": -1, "metadata": "",
-                                   "error_code": 0})
+                partitions.append(_no_offset(index, 0))
             else:
                 partitions.append({"partition_index": index, "committed_offset": entry.offset,
                                    "committed_leader_epoch": entry.leader_epoch,
