@@ -13,7 +13,7 @@ a broker was away is seen when it comes back, with no notification sequence to t
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -34,6 +34,40 @@ RACE_RETRIES_MAX = 100
 
 def entity_config_path(entity_type: str, name: str) -> str:
     return f"/config/{entity_type}/{name}"
+
+
+async def write_config_znode(zk: AsyncKazoo, path: str, configs: Mapping[str, str],
+                             entity_path: str, *, must_exist: str | None = None,
+                             missing: Callable[[], Exception] | None = None) -> None:
+    """Create or replace the config znode `path` and announce the change under
+    /config/changes, in one multi (Kafka's AdminZkClient.changeEntityConfig; the
+    notification names `entity_path`, "<type>/<name>"). With `must_exist` the multi
+    first checks that znode (a topic's own) and raises `missing()` when it is gone."""
+    data = zn.encode(zn.TopicConfigZNode(config=dict(configs)))
+    notification = zn.encode(zn.ConfigChangeNotification(entity_path=entity_path))
+    exists = await zk.call("exists", path) is not None
+    write_at = 0 if must_exist is None else 1
+    for _ in range(RACE_RETRIES_MAX):
+        txn = zk.kazoo.transaction()
+        if must_exist is not None:
+            txn.check(must_exist, -1)
+        if exists:
+            txn.set_data(path, data)
+        else:
+            txn.create(path, data)
+        txn.create(f"{zn.CONFIG_CHANGES}/{zn.CONFIG_CHANGE_PREFIX}", notification,
+                   sequence=True)
+        failed = first_error(await zk.commit(txn))
+        if failed is None:
+            return
+        index, error = failed
+        if index < write_at and missing is not None:
+            raise missing()
+        if index == write_at and isinstance(error, (NodeExistsError, NoNodeError)):
+            exists = not exists  # another writer created or deleted it meanwhile
+            continue
+        raise error
+    raise CoordinationUnavailable(f"setting the configs of {entity_path} kept racing")
 
 
 @kazoo_errors_translated
@@ -60,27 +94,8 @@ class EntityConfigOps:
                                  configs: Mapping[str, str]) -> None:
         """Replace the entity's configs and announce the change (/config/changes)."""
         check_entity_type(entity_type)
-        path = entity_config_path(entity_type, name)
-        data = zn.encode(zn.TopicConfigZNode(config=dict(configs)))
-        notification = zn.encode(zn.ConfigChangeNotification(entity_path=f"{entity_type}/{name}"))
-        exists = await self.zk.call("exists", path) is not None
-        for _ in range(RACE_RETRIES_MAX):
-            txn = self.zk.kazoo.transaction()
-            if exists:
-                txn.set_data(path, data)
-            else:
-                txn.create(path, data)
-            txn.create(f"{zn.CONFIG_CHANGES}/{zn.CONFIG_CHANGE_PREFIX}", notification,
-                       sequence=True)
-            failed = first_error(await self.zk.commit(txn))
-            if failed is None:
-                return
-            index, error = failed
-            if index == 0 and isinstance(error, (NodeExistsError, NoNodeError)):
-                exists = not exists  # another writer created or deleted it meanwhile
-                continue
-            raise error
-        raise CoordinationUnavailable(f"setting the configs of {entity_type}/{name} kept racing")
+        await write_config_znode(self.zk, entity_config_path(entity_type, name), configs,
+                                 f"{entity_type}/{name}")
 
     async def watch_entity_configs(self, entity_type: str, callback: Callback) -> WatchHandle:
         """callback(dict name -> configs) with every entity of the type, then after

@@ -34,6 +34,7 @@ from pybroker.coordination.errors import (
     StaleVersion,
 )
 from pybroker.coordination.watches import Callback, Dispatcher, WatchHandle, invoke
+from pybroker.coordination.zkconfigs import RACE_RETRIES_MAX, write_config_znode
 from pybroker.coordination.zkclient import (
     AsyncKazoo,
     commit,
@@ -57,8 +58,6 @@ log = logging.getLogger(__name__)
 OPS_PER_MULTI = 500
 #: Kafka purges config change notifications older than this (changeExpirationMs)
 CONFIG_CHANGE_EXPIRY_MS = 15 * 60 * 1000
-#: retries of a write that lost a race (a compare-and-set, a tree that changed)
-RACE_RETRIES_MAX = 100
 #: the zero Uuid: stands for a topic id missing in a topic znode Kafka < 2.8 wrote
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -193,30 +192,9 @@ class TopicOps:
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Kafka's AdminZkClient.changeTopicConfig: the configs, then a change notification
         (here in one multi, with a check that the topic exists)."""
-        path = zn.topic_config_path(name)
-        data = zn.encode(zn.TopicConfigZNode(config=dict(configs)))
-        notification = zn.encode(zn.ConfigChangeNotification(entity_path=f"topics/{name}"))
-        exists = await self.zk.call("exists", path) is not None
-        for _ in range(RACE_RETRIES_MAX):
-            txn = self.zk.kazoo.transaction()
-            txn.check(zn.topic_path(name), -1)
-            if exists:
-                txn.set_data(path, data)
-            else:
-                txn.create(path, data)
-            txn.create(f"{zn.CONFIG_CHANGES}/{zn.CONFIG_CHANGE_PREFIX}", notification,
-                       sequence=True)
-            failed = first_error(await self.zk.commit(txn))
-            if failed is None:
-                return
-            index, error = failed
-            if index == 0:
-                raise unknown_topic(name)
-            if index == 1 and isinstance(error, (NodeExistsError, NoNodeError)):
-                exists = not exists
-                continue
-            raise error
-        raise CoordinationUnavailable(f"setting the configs of {name} kept racing")
+        await write_config_znode(self.zk, zn.topic_config_path(name), configs,
+                                 f"topics/{name}", must_exist=zn.topic_path(name),
+                                 missing=lambda: unknown_topic(name))
 
     async def watch_topic_configs(self, callback: Callback) -> WatchHandle:
         """Kafka's ZkNodeChangeNotificationListener: notifications newer than the newest
