@@ -4,6 +4,7 @@ and the coordinator keeps serving."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from . import grouprawclient as g
@@ -120,3 +121,33 @@ def test_group_error_codes(broker_factory: BrokerFactory, topic_name: str) -> No
             g.OFFSET_FETCH, 1, g.offset_fetch_v1("solo", [(topic_name, [1])])))
         assert fetched == {(topic_name, 1): (-1, "", NONE)}
         assert c.api_versions().error_code == 0
+
+
+def test_concurrent_first_find_coordinators_create_the_offsets_topic_once(
+        broker_factory: BrokerFactory) -> None:
+    """Clients starting together on a fresh broker all ask FindCoordinator first; each
+    may try to create __consumer_offsets. The losers of that race must not fail (Kafka
+    treats TOPIC_ALREADY_EXISTS as done) and the broker must not log a failure."""
+    b = broker_factory()
+    clients = [RawClient(b.bootstrap) for _ in range(8)]
+    try:
+        for i, rc in enumerate(clients):
+            rc.send(g.FIND_COORDINATOR, 1, g.find_coordinator_v1(f"first-{i}", 0))
+        answers = [g.parse_find_coordinator_v1(rc.recv()[1]) for rc in clients]
+    finally:
+        for rc in clients:
+            rc.close()
+    # NONE, or COORDINATOR_NOT_AVAILABLE while the topic's partitions come up
+    assert {a[0] for a in answers} <= {0, 15}, answers
+
+    def found() -> bool:
+        with RawClient(b.bootstrap) as rc:
+            return g.parse_find_coordinator_v1(rc.request(
+                g.FIND_COORDINATOR, 1, g.find_coordinator_v1("first-0", 0)))[0] == 0
+
+    deadline = time.monotonic() + 30
+    while not found():
+        assert time.monotonic() < deadline, "no coordinator within 30 s"
+        time.sleep(0.1)
+    log = b.log_path.read_text(errors="replace")
+    assert "creating the offsets topic failed" not in log, log[-3000:]

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from pybroker.errors import ErrorCode, KafkaError
 from pybroker.group.records import build_batch, iter_records, txn_batch_info
 from pybroker.group.txn_offsets import TxnData, TxnMarker, TxnProducer
 
@@ -126,9 +127,14 @@ class OffsetsTopic:
         replication = int(self.config["offsets.topic.replication.factor"])
         if not self.config["zookeeper.connect"]:
             replication = min(replication, max(1, len(self.metadata.brokers)))
-        await self.admin.create_topic(
-            OFFSETS_TOPIC, self.partition_count, replication,
-            {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_SEGMENT_BYTES)})
+        try:
+            await self.admin.create_topic(
+                OFFSETS_TOPIC, self.partition_count, replication,
+                {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_SEGMENT_BYTES)})
+        except KafkaError as exc:
+            # concurrent first FindCoordinators (here or on another broker) race to it
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
 
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.partition_count)
