@@ -146,6 +146,9 @@ class LogManager:
             return existing
         name = partition_dir_name(record.name, index)
         directory = next((d for d in self.dirs if (d / name).is_dir()), None)
+        if directory is not None and self._holds_other_topic(directory / name, record):
+            self._forget(directory, key)
+            directory = None
         if directory is None:
             directory = self._least_loaded_dir()
         path = directory / name
@@ -164,6 +167,28 @@ class LogManager:
         )
         self.partitions[key] = partition
         return partition
+
+    def _holds_other_topic(self, path: Path, record: TopicRecord) -> bool:
+        """The dir belongs to an earlier topic of the same name (its partition.metadata
+        names another id: the topic was deleted and created again while this broker
+        was down). Its records must not become the new topic's: the dir is deleted,
+        as Kafka's brokers delete such stray logs (KIP-516 topic ids)."""
+        if record.topic_id == ZERO_UUID:
+            return False
+        held = read_partition_metadata(path)
+        if held in (None, ZERO_UUID, record.topic_id):
+            return False
+        log.warning("deleting %s: its log is of topic id %s, an earlier topic named %s; "
+                    "the topic now has id %s", path, held, record.name, record.topic_id)
+        doomed = path.with_name(f"{path.name}.{uuid.uuid4().hex}-delete")
+        os.replace(path, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    def _forget(self, directory: Path, key: tuple[str, int]) -> None:
+        """Drop a deleted log's checkpointed offsets, which would apply to the new one."""
+        for offsets in (self._recovery_points, self._log_starts, self._high_watermarks):
+            offsets.get(directory, {}).pop(key, None)
 
     def ensure_topic_id(self, record: TopicRecord, index: int) -> None:
         """Write the topic's id into an open partition's partition.metadata when it got
@@ -261,7 +286,7 @@ def read_partition_metadata(path: Path) -> uuid.UUID | None:
 def _write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
     """Kafka's partition.metadata: the topic id, so a recreated topic is told apart.
     Written once the topic has an id; a file without one (or with the zero id) is
-    replaced. A different id stays (Kafka refuses such a log: InconsistentTopicId)."""
+    replaced. A different id stays (open_partition deletes such a log first)."""
     if topic_id == ZERO_UUID:
         return
     current = read_partition_metadata(path)
