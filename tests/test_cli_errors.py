@@ -143,3 +143,15 @@ def test_named_listener_from_the_protocol_map_serves(broker_factory: BrokerFacto
                         "listener.security.protocol.map": "INTERNAL:PLAINTEXT"})
     b.start()  # waits for an ApiVersions answer on the INTERNAL listener
     assert "listening on INTERNAL://" in b.log_tail()
+
+
+def test_data_dir_of_another_cluster_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A data dir whose meta.properties names another cluster (here: its metadata file
+    was lost, so the node starts as a new cluster of one) is refused, and kept."""
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    meta = "#\nversion=0\nbroker.id=0\ncluster.id=AnotherClusterId00000\n"
+    (data_dir / "meta.properties").write_text(meta)
+    result = serve(data_dir, "--log-level", "ERROR")
+    assert_refused(result, "AnotherClusterId00000", "cluster")
+    assert (data_dir / "meta.properties").read_text() == meta

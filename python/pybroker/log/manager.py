@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 
-from pybroker.config import BrokerConfig, TopicConfig, parse_topic_config
+from pybroker.config import BrokerConfig, ConfigError, TopicConfig, parse_topic_config
 from pybroker.coordination.base import TopicRecord
 from pybroker.log.checkpoint import read_checkpoint, write_checkpoint
 from pybroker.log.cleaner import Cleaner
@@ -64,6 +64,7 @@ class LogManager:
         are opened afterwards, as the replica layer takes them on."""
         for directory in self.dirs:
             directory.mkdir(parents=True, exist_ok=True)
+            self._check_meta(directory)
             self._write_meta(directory)
             marker = directory / CLEAN_SHUTDOWN_FILE
             self._clean[directory] = marker.exists()
@@ -253,6 +254,30 @@ class LogManager:
         for partition in self.partitions.values():
             counts[partition.directory.parent] = counts.get(partition.directory.parent, 0) + 1
         return min(self.dirs, key=lambda d: counts[d])
+
+    def _check_meta(self, directory: Path) -> None:
+        """Refuse a data dir written by another cluster or another broker id, as Kafka's
+        brokers do (InconsistentClusterIdException, InconsistentBrokerIdException): a
+        zookeeper.connect pointing at the wrong ensemble (or a wiped one), or a copied
+        data dir, would otherwise mix its logs into the wrong cluster."""
+        path = directory / META_FILE
+        try:
+            lines = path.read_text().splitlines()
+        except FileNotFoundError:
+            return
+        stored = dict(line.split("=", 1) for line in lines
+                      if "=" in line and not line.lstrip().startswith("#"))
+        cluster_id = stored.get("cluster.id", "").strip()
+        if cluster_id and cluster_id != self.cluster_id:
+            raise ConfigError(
+                f"{path} is of cluster {cluster_id}, but this broker joined cluster "
+                f"{self.cluster_id}: check zookeeper.connect (or log.dirs)")
+        broker_id = (stored.get("broker.id") or stored.get("node.id") or "").strip()
+        if broker_id and broker_id != str(self.config.broker_id):
+            raise ConfigError(
+                f"{path} is of broker.id {broker_id}, but broker.id is "
+                f"{self.config.broker_id}: set broker.id to {broker_id}, or start the new "
+                "broker with empty log.dirs")
 
     def _write_meta(self, directory: Path) -> None:
         path = directory / META_FILE
