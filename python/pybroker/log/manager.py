@@ -13,7 +13,13 @@ from pathlib import Path
 
 import anyio
 
-from pybroker.config import BrokerConfig, ConfigError, TopicConfig, parse_topic_config
+from pybroker.config import (
+    BrokerConfig,
+    ConfigError,
+    TopicConfig,
+    parse_topic_config,
+    read_properties,
+)
 from pybroker.coordination.base import TopicRecord
 from pybroker.log.checkpoint import read_checkpoint, write_checkpoint
 from pybroker.log.cleaner import Cleaner
@@ -148,6 +154,7 @@ class LogManager:
         name = partition_dir_name(record.name, index)
         directory = next((d for d in self.dirs if (d / name).is_dir()), None)
         if directory is not None and self._holds_other_topic(directory / name, record):
+            _delete_dir(directory / name)
             self._forget(directory, key)
             directory = None
         if directory is None:
@@ -172,8 +179,8 @@ class LogManager:
     def _holds_other_topic(self, path: Path, record: TopicRecord) -> bool:
         """The dir belongs to an earlier topic of the same name (its partition.metadata
         names another id: the topic was deleted and created again while this broker
-        was down). Its records must not become the new topic's: the dir is deleted,
-        as Kafka's brokers delete such stray logs (KIP-516 topic ids)."""
+        was down). Its records must not become the new topic's: open_partition deletes
+        it, as Kafka's brokers delete such stray logs (KIP-516 topic ids)."""
         if record.topic_id == ZERO_UUID:
             return False
         held = read_partition_metadata(path)
@@ -181,9 +188,6 @@ class LogManager:
             return False
         log.warning("deleting %s: its log is of topic id %s, an earlier topic named %s; "
                     "the topic now has id %s", path, held, record.name, record.topic_id)
-        doomed = path.with_name(f"{path.name}.{uuid.uuid4().hex}-delete")
-        os.replace(path, doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
         return True
 
     def _forget(self, directory: Path, key: tuple[str, int]) -> None:
@@ -230,9 +234,7 @@ class LogManager:
         for directory in self.dirs:
             path = directory / name
             if path.is_dir():
-                doomed = path.with_name(f"{name}.{uuid.uuid4().hex}-delete")
-                os.replace(path, doomed)
-                shutil.rmtree(doomed, ignore_errors=True)
+                _delete_dir(path)
                 found = True
         return found
 
@@ -244,10 +246,7 @@ class LogManager:
             return
         self._flushes_closed += partition.flushes
         partition.close()
-        doomed = partition.directory.with_name(
-            f"{partition.directory.name}.{uuid.uuid4().hex}-delete")
-        os.replace(partition.directory, doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
+        _delete_dir(partition.directory)
 
     def _least_loaded_dir(self) -> Path:
         counts = {d: 0 for d in self.dirs}
@@ -262,11 +261,9 @@ class LogManager:
         data dir, would otherwise mix its logs into the wrong cluster."""
         path = directory / META_FILE
         try:
-            lines = path.read_text().splitlines()
+            stored = read_properties(path)
         except FileNotFoundError:
             return
-        stored = dict(line.split("=", 1) for line in lines
-                      if "=" in line and not line.lstrip().startswith("#"))
         cluster_id = stored.get("cluster.id", "").strip()
         if cluster_id and cluster_id != self.cluster_id:
             raise ConfigError(
@@ -290,6 +287,14 @@ class LogManager:
 
 
 ZERO_UUID = uuid.UUID(int=0)
+
+
+def _delete_dir(path: Path) -> None:
+    """Rename a partition dir aside (Kafka's `-delete` suffix), then delete it: a crash
+    mid-delete leaves nothing that would be loaded again."""
+    doomed = path.with_name(f"{path.name}.{uuid.uuid4().hex}-delete")
+    os.replace(path, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def read_partition_metadata(path: Path) -> uuid.UUID | None:
