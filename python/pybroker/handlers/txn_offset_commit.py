@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pybroker.errors import ErrorCode
-from pybroker.handlers.produce import wait_for_isr
+from pybroker.handlers.offset_commit import commit_stored, requested_offsets
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
@@ -23,24 +23,12 @@ PRODUCER_FENCED_VERSION = 3
 async def handle_txn_offset_commit(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     body = request.body
     v3 = request.version >= 3
-    topics = [
-        (t["name"], [(p["partition_index"], p["committed_offset"],
-                      p["committed_leader_epoch"] if request.version >= 2 else -1,
-                      p["committed_metadata"])
-                     for p in t["partitions"] or []])
-        for t in body["topics"] or []
-    ]
+    topics = requested_offsets(body, with_leader_epoch=request.version >= 2)
     pending = ctx.groups.begin_txn_commit(
         body["group_id"], body["producer_id"], body["producer_epoch"],
         body["generation_id"] if v3 else -1, (body["member_id"] or "") if v3 else "",
         body["group_instance_id"] if v3 else None, topics)
-    stored = ErrorCode.NONE
-    if pending.appended is not None:
-        answer: dict[str, Any] = {"error_code": 0}
-        deadline = request.received_ms + ctx.config["offsets.commit.timeout.ms"] / 1000
-        await wait_for_isr(ctx, [(pending.appended.partition, pending.appended.end_offset,
-                                  answer)], deadline)
-        stored = ErrorCode(answer["error_code"])
+    stored = await commit_stored(ctx, request, pending.appended)
     results = ctx.groups.finish_txn_commit(pending, stored)
 
     def code_for(code: ErrorCode) -> int:
