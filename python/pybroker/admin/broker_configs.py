@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
+from pybroker.admin.config_values import checked_configs
 from pybroker.config import (
     BROKER_DEFAULT_ENTITY,
     BY_NAME,
     DYNAMIC_BROKER_KEYS,
     BrokerConfig,
-    ConfigError,
     parse_dynamic,
 )
 from pybroker.coordination.base import CoordinationBackend, WatchHandle
@@ -87,17 +87,8 @@ class DynamicBrokerConfigs:
         if static:
             raise KafkaError(ErrorCode.INVALID_CONFIG,
                              f"Cannot update these configs dynamically: Set({', '.join(static)})")
-        checked: dict[str, str] = {}
-        for name, value in configs.items():
-            if value is None:
-                raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                 f"Null value not supported for : {name}")
-            try:
-                parse_dynamic(name, value)
-            except ConfigError as exc:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
-            checked[name] = value
-        return checked
+        # Kafka's message for a broker config names no kind: "... supported for : name"
+        return checked_configs(configs, parse_dynamic, "")
 
     async def alter(self, resource_name: str, configs: Mapping[str, str | None],
                     validate_only: bool = False) -> None:

@@ -14,7 +14,8 @@ import time
 import uuid
 from collections.abc import Callable
 
-from pybroker.config import BrokerConfig, ConfigError, parse_topic_config
+from pybroker.admin.config_values import checked_configs
+from pybroker.config import BrokerConfig, parse_topic_config
 from pybroker.coordination.base import (
     CoordinationBackend,
     TopicAssignment,
@@ -211,14 +212,4 @@ class TopicAdmin:
                 )
 
     def _validate_topic_configs(self, configs: dict[str, str | None]) -> dict[str, str]:
-        checked: dict[str, str] = {}
-        for key, value in configs.items():
-            if value is None:
-                raise KafkaError(ErrorCode.INVALID_CONFIG,
-                                 f"Null value not supported for topic configs: {key}")
-            try:
-                parse_topic_config(key, value)
-            except ConfigError as exc:
-                raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from exc
-            checked[key] = value
-        return checked
+        return checked_configs(configs, parse_topic_config, "topic configs")
