@@ -267,18 +267,12 @@ def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int, *,
 def iter_records(data: bytes) -> Iterator[tuple[int, bytes | None, bytes | None]]:
     """(offset, key, value) of every record in uncompressed, non-control batches; a
     skipped batch yields (its last offset, None, None) so readers can move past it."""
-    pos = 0
-    while pos + BATCH_HEADER_BYTES <= len(data):
-        base_offset, length = struct.unpack_from(">qi", data, pos)
-        end = pos + 12 + length
-        if end > len(data):
-            break
+    for pos, base_offset in _complete_batches(data):
         attributes = struct.unpack_from(">h", data, pos + 21)[0]
         count = struct.unpack_from(">i", data, pos + 57)[0]
         if attributes & CODEC_MASK or attributes & CONTROL_FLAG:
             last_delta = struct.unpack_from(">i", data, pos + 23)[0]
             yield base_offset + last_delta, None, None
-            pos = end
             continue
         rpos = pos + BATCH_HEADER_BYTES
         for _ in range(count):
@@ -299,7 +293,6 @@ def iter_records(data: bytes) -> Iterator[tuple[int, bytes | None, bytes | None]
                 hvlen, rpos = _read_varint(data, rpos)
                 rpos += max(hvlen, 0)
             yield base_offset + delta, key, value
-        pos = end
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,12 +310,7 @@ class TxnBatchInfo:
 def txn_batch_info(data: bytes) -> Iterator[tuple[int, TxnBatchInfo | None]]:
     """(base offset, its TxnBatchInfo or None when not transactional) of every
     complete batch in `data`, in order (iter_records gives their records)."""
-    pos = 0
-    while pos + BATCH_HEADER_BYTES <= len(data):
-        base_offset, length = struct.unpack_from(">qi", data, pos)
-        end = pos + 12 + length
-        if end > len(data):
-            break
+    for pos, base_offset in _complete_batches(data):
         attributes, last_delta = struct.unpack_from(">hi", data, pos + 21)
         producer_id, epoch, base_seq = struct.unpack_from(">qhi", data, pos + 43)
         info = None
@@ -337,4 +325,16 @@ def txn_batch_info(data: bytes) -> Iterator[tuple[int, TxnBatchInfo | None]]:
                 commit = klen >= 4 and struct.unpack_from(">h", data, rpos + 2)[0] == 1
             info = TxnBatchInfo(producer_id, epoch, base_seq, last_delta, commit)
         yield base_offset, info
+
+
+def _complete_batches(data: bytes) -> Iterator[tuple[int, int]]:
+    """(position, base offset) of every complete batch in `data`, in order; a batch cut
+    short at the end (a fetch's last, partial one) ends the walk."""
+    pos = 0
+    while pos + BATCH_HEADER_BYTES <= len(data):
+        base_offset, length = struct.unpack_from(">qi", data, pos)
+        end = pos + 12 + length
+        if end > len(data):
+            return
+        yield pos, base_offset
         pos = end
