@@ -198,18 +198,21 @@ class ZooKeeperSecurityStore:
             return {}
         return {str(k): str(v) for k, v in json.loads(data).get("config", {}).items()}
 
-    async def set_entity_config(self, entity_path: str, config: dict[str, str]) -> None:
+    async def _put(self, path: str, data: bytes) -> None:
+        """Set the znode's data, creating it (and its parents) when it does not exist."""
         from kazoo.exceptions import NodeExistsError, NoNodeError
 
-        path = "/config/" + entity_path
-        data = json.dumps({"version": 1, "config": config}).encode()
         try:
             await self.zk.call("set", path, data)
         except NoNodeError:
             try:
                 await self.zk.call("create", path, data, makepath=True)
-            except NodeExistsError:
+            except NodeExistsError:  # created by another writer meanwhile
                 await self.zk.call("set", path, data)
+
+    async def set_entity_config(self, entity_path: str, config: dict[str, str]) -> None:
+        await self._put("/config/" + entity_path,
+                        json.dumps({"version": 1, "config": config}).encode())
         # Kafka's brokers learn of the change through this sequential notification
         change = json.dumps({"version": 2, "entity_path": entity_path}).encode()
         await self.zk.call("create", "/config/changes/config_change_", change, sequence=True,
@@ -278,17 +281,7 @@ class ZooKeeperSecurityStore:
         return out
 
     async def set_acls(self, pattern: Pattern, entries: set[Entry]) -> None:
-        from kazoo.exceptions import NodeExistsError, NoNodeError
-
-        path = acl_path(pattern)
-        data = encode_acls(entries)
-        try:
-            await self.zk.call("set", path, data)
-        except NoNodeError:
-            try:
-                await self.zk.call("create", path, data, makepath=True)
-            except NodeExistsError:
-                await self.zk.call("set", path, data)
+        await self._put(acl_path(pattern), encode_acls(entries))
         kind = RESOURCE_ZK[pattern.resource_type]
         if pattern.pattern_type == PatternType.PREFIXED:
             change = json.dumps({"version": 1, "resourceType": kind, "name": pattern.name,
