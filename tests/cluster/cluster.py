@@ -55,6 +55,16 @@ DESCRIBE_LINE = re.compile(
     r"\tReplicas: (?P<replicas>[\d,]*)\tIsr: (?P<isr>[\d,]*)$")
 
 
+def java_string_hash(text: str) -> int:
+    """java.lang.String.hashCode (over UTF-16 code units), as a signed 32-bit int: where
+    Kafka places a group or a transactional id among its internal topic's partitions."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
 def wait_for(condition: Callable[[], T], timeout_s: float = WAIT_S, what: str = "condition",
              poll_s: float = POLL_S) -> T:
     """Poll `condition` until it returns something truthy (returned) or the deadline

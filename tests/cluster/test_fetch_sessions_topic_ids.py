@@ -17,9 +17,8 @@ from confluent_kafka import Producer
 
 from tests.cluster.cluster import WAIT_S, Cluster, cluster_fixture, wait_for
 from tests.cluster.zookeeper import ZooKeeperServer
-from tests.integration.protoclient import ProtoClient
+from tests.integration.helpers import topic_id as metadata_topic_id
 
-METADATA = 3
 ZERO = uuid.UUID(int=0)
 
 
@@ -27,15 +26,6 @@ ZERO = uuid.UUID(int=0)
 def metered_cluster(zookeeper: ZooKeeperServer, tmp_path: Path,
                     request: pytest.FixtureRequest) -> Iterator[Cluster]:
     yield from cluster_fixture(zookeeper, tmp_path, request, metrics=True)
-
-
-def metadata_topic_id(bootstrap: str, topic: str) -> uuid.UUID:
-    with ProtoClient(bootstrap) as pc:
-        reply = pc.request(METADATA, 12, {"topics": [{"name": topic}],
-                                          "allow_auto_topic_creation": False})
-    (found,) = reply["topics"]
-    assert found["error_code"] == 0, found
-    return uuid.UUID(bytes=bytes(found["topic_id"]))
 
 
 def kafka_uuid(value: uuid.UUID) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.cluster.cluster import WAIT_S, Cluster, wait_for
+from tests.cluster.cluster import WAIT_S, Cluster, java_string_hash, wait_for
 from tests.cluster.scenario import PARTITIONS, TOPIC_CONFIGS
 from tests.integration.protoclient import ProtoClient
 from tests.integration.rawclient import RawClient, Rec, build_batch
@@ -28,15 +28,6 @@ NOT_COORDINATOR = 16
 #: offsets.topic.num.partitions in the test cluster (tests/cluster/cluster.py)
 OFFSETS_PARTITIONS = 5
 RECORDS_PER_PARTITION = 200
-
-
-def java_string_hash(text: str) -> int:
-    """java.lang.String.hashCode (over UTF-16 code units), as a signed 32-bit int."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def offsets_partition(group: str) -> int:

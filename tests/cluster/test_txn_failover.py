@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from tests.cluster.cluster import WAIT_S, Cluster, cluster_fixture, wait_for
+from tests.cluster.cluster import WAIT_S, Cluster, cluster_fixture, java_string_hash, wait_for
 from tests.cluster.zookeeper import ZooKeeperServer
 from tests.transaction.txnclients import read_all, settle
 
@@ -32,14 +32,6 @@ def txn_cluster(zookeeper: ZooKeeperServer, tmp_path: Path,
     yield from cluster_fixture(zookeeper, tmp_path, request, overrides={
         "transaction.state.log.num.partitions": STATE_PARTITIONS,
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500})
-
-
-def java_string_hash(text: str) -> int:
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def state_partition(transactional_id: str) -> int:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.integration.protoclient import ProtoClient
+
 OP_TIMEOUT_S = 10.0
+METADATA = 3
 
 Headers = list[tuple[str, bytes | None]]
 
@@ -149,3 +153,13 @@ def watermarks(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int
         return int(lo), int(hi)
     finally:
         c.close()
+
+
+def topic_id(bootstrap: str, topic: str) -> uuid.UUID:
+    """The topic's id as Metadata v12 gives it."""
+    with ProtoClient(bootstrap) as pc:
+        reply = pc.request(METADATA, 12, {"topics": [{"name": topic}],
+                                          "allow_auto_topic_creation": False})
+    (found,) = reply["topics"]
+    assert found["error_code"] == 0, found
+    return uuid.UUID(bytes=bytes(found["topic_id"]))

@@ -12,25 +12,15 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Consumer, TopicPartition
 
 from . import rawclient
-from .helpers import OP_TIMEOUT_S, admin, create_topic
+from .helpers import METADATA, OP_TIMEOUT_S, admin, create_topic, topic_id
 from .protoclient import ProtoClient
 
 if TYPE_CHECKING:
     from conftest import Broker, BrokerFactory
 
 FETCH = 1
-METADATA = 3
 UNKNOWN_TOPIC_ID = 100
 ZERO = uuid.UUID(int=0)
-
-
-def topic_id(bootstrap: str, topic: str) -> uuid.UUID:
-    with ProtoClient(bootstrap) as pc:
-        reply = pc.request(METADATA, 12, {"topics": [{"name": topic}],
-                                          "allow_auto_topic_creation": False})
-    (found,) = reply["topics"]
-    assert found["error_code"] == 0, found
-    return uuid.UUID(bytes=bytes(found["topic_id"]))
 
 
 def fetch_by_id(pc: ProtoClient, tid: uuid.UUID, version: int = 13) -> dict[str, Any]:
@@ -38,6 +28,22 @@ def fetch_by_id(pc: ProtoClient, tid: uuid.UUID, version: int = 13) -> dict[str,
         "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "session_id": 0,
         "session_epoch": -1, "topics": [{"topic_id": tid.bytes, "partitions": [
             {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+
+
+def recreate(bootstrap: str, topic_name: str) -> None:
+    """Delete the topic and create it again under the same name, retrying the create
+    (bounded) while the deletion is still completing."""
+    client = admin(bootstrap)
+    client.delete_topics([topic_name])[topic_name].result(OP_TIMEOUT_S)
+    deadline = time.monotonic() + OP_TIMEOUT_S
+    while True:
+        try:
+            create_topic(bootstrap, topic_name)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def test_metadata_by_name_and_by_id(broker: Broker, topic_name: str) -> None:
@@ -72,17 +78,7 @@ def test_fetch_by_topic_id_and_unknown_after_recreate(broker: Broker, topic_name
         assert fetch_by_id(pc, uuid.uuid4())["responses"][0]["partitions"][0][
             "error_code"] == UNKNOWN_TOPIC_ID
 
-    client = admin(broker.bootstrap)
-    client.delete_topics([topic_name])[topic_name].result(OP_TIMEOUT_S)
-    deadline = time.monotonic() + OP_TIMEOUT_S
-    while True:
-        try:
-            create_topic(broker.bootstrap, topic_name)
-            break
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    recreate(broker.bootstrap, topic_name)
     new = topic_id(broker.bootstrap, topic_name)
     assert new not in (old, ZERO)
     with ProtoClient(broker.bootstrap) as pc:
@@ -177,17 +173,7 @@ def test_incremental_session_by_id_sees_a_recreated_topic_as_unknown(
                 {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
         session = full["session_id"]
         assert session > 0
-        client = admin(broker.bootstrap)
-        client.delete_topics([topic_name])[topic_name].result(OP_TIMEOUT_S)
-        deadline = time.monotonic() + OP_TIMEOUT_S
-        while True:
-            try:
-                create_topic(broker.bootstrap, topic_name)
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        recreate(broker.bootstrap, topic_name)
         with rawclient.RawClient(broker.bootstrap) as rc:
             assert rc.produce(topic_name, 0, rawclient.build_batch(
                 [rawclient.Rec(b"new topic")]), acks=1).error_code == 0

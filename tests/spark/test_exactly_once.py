@@ -23,7 +23,6 @@ import pytest
 pyspark = pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 from confluent_kafka import Producer  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -31,6 +30,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from pyspark.sql import SparkSession  # noqa: E402
 
 import pybroker.spark  # noqa: E402
+from tests.integration.helpers import create_topic  # noqa: E402
 from pybroker.spark.client import LATEST, KafkaClient  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
@@ -47,12 +47,6 @@ def spark() -> Iterator[SparkSession]:
     pybroker.spark.register(s)
     yield s
     s.stop()
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        fut.result(30)
 
 
 def read(spark: SparkSession, bootstrap: str, topic: str, isolation: str) -> list[str]:

@@ -21,7 +21,6 @@ import pytest
 pyspark = pytest.importorskip("pyspark")
 pq = pytest.importorskip("pyarrow.parquet")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # Python workers run this interpreter (the one pybroker is installed in)
@@ -30,6 +29,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from pyspark.sql import SparkSession  # noqa: E402
 
 import pybroker.spark  # noqa: E402
+from tests.integration.helpers import create_topic  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -46,12 +46,6 @@ def spark() -> Iterator[SparkSession]:
     pybroker.spark.register(s)
     yield s
     s.stop()
-
-
-def create_topic(bootstrap: str, name: str, partitions: int, **config: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(name, partitions, 1, config=config)]).values():
-        fut.result(30)
 
 
 def produce(bootstrap: str, topic: str, records: list[dict[str, Any]], **conf: Any) -> None:
@@ -176,7 +170,7 @@ def test_offsets_beyond_log_end_and_fail_on_data_loss(spark: SparkSession, broke
 def test_log_append_time_topic_reads_timestamp_type_1(spark: SparkSession, broker: Any,
                                                       topic_name: str) -> None:
     create_topic(broker.bootstrap, topic_name, 1,
-                 **{"message.timestamp.type": "LogAppendTime"})
+                 config={"message.timestamp.type": "LogAppendTime"})
     produce(broker.bootstrap, topic_name, [{"value": b"x", "partition": 0}],
             **{"compression.type": "gzip"})
     (row,) = reader(spark, broker.bootstrap, subscribe=topic_name).collect()
