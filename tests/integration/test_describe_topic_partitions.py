@@ -61,3 +61,16 @@ def test_unknown_topic_and_foreign_cursor(broker: Broker, topic_name: str) -> No
         # an empty list is every topic
         every = describe(pc, [], 2000)
         assert topic_name in {t["name"] for t in every["topics"]}
+
+
+def test_elr_lists_are_empty_not_null(broker: Broker, topic_name: str) -> None:
+    # Kafka always sends both ELR arrays (empty without ELR); the Java client 4.0 calls
+    # .stream() on them, so null breaks kafka-topics.sh --describe, Streams and MM2
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    with ProtoClient(broker.bootstrap) as pc:
+        page = describe(pc, [topic_name], 100)
+    partitions = page["topics"][0]["partitions"]
+    assert len(partitions) == 2
+    for p in partitions:
+        assert p["eligible_leader_replicas"] == []
+        assert p["last_known_elr"] == []

@@ -51,7 +51,10 @@ async def handle_describe_topic_partitions(ctx: BrokerContext, request: Request
             topics.append(error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
             continue
         described = topic_metadata(metadata, record)
-        partitions = described["partitions"][first:first + remaining]
+        # Kafka fills both ELR lists from the partition's registration: empty without
+        # KIP-966 ELR (never null; the Java client calls .stream() on them)
+        partitions = [{**p, "eligible_leader_replicas": [], "last_known_elr": []}
+                      for p in described["partitions"][first:first + remaining]]
         remaining -= len(partitions)
         topics.append({
             "error_code": 0, "name": name, "topic_id": record.topic_id.bytes,
