@@ -112,6 +112,13 @@ def test_group_error_codes(broker_factory: BrokerFactory, topic_name: str) -> No
             assert rejoined["error"] == NONE and result["error"] == NONE
             assert rejoined["generation"] == result["generation"] == generation + 1
             assert rejoined["leader"] == member
+            # the group now completes the rebalance (no SyncGroup yet). As in Kafka,
+            # the generation is checked first: a commit of the old generation gets
+            # ILLEGAL_GENERATION (the client rejoins), the new one REBALANCE_IN_PROGRESS
+            assert commit(c, "grp", generation, member, [(topic_name, [(0, 7, None)])]) == {
+                (topic_name, 0): ILLEGAL_GENERATION}
+            assert commit(c, "grp", generation + 1, member, [(topic_name, [(0, 7, None)])]) == {
+                (topic_name, 0): REBALANCE_IN_PROGRESS}
 
         deleted = g.parse_delete_groups_v0(c.request(
             g.DELETE_GROUPS, 0, g.delete_groups_v0(["grp", "solo", "unknown", ""])))

@@ -825,17 +825,23 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if group.consumer is not None:
             return self.consumer.commit_error(group.consumer, generation, member_id)
-        fenced = self._fenced(group, member_id, group_instance_id)
-        if fenced is not None:
-            return fenced
         if generation < 0 and group.is_(S.EMPTY):
-            return None
+            return None  # a standalone (admin / manual assignment) commit
+        if generation >= 0 or member_id or group_instance_id is not None:
+            # Kafka's ClassicGroup.validateOffsetCommit: the member and its generation
+            # come first, so a member still on an old generation gets ILLEGAL_GENERATION
+            # (and rejoins) even while the group completes a rebalance
+            fenced = self._fenced(group, member_id, group_instance_id)
+            if fenced is not None:
+                return fenced
+            if member_id not in group.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation != group.generation:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not group.is_(S.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_(S.COMPLETING_REBALANCE):
             return ErrorCode.REBALANCE_IN_PROGRESS
-        if member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
         return None
 
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
