@@ -32,6 +32,7 @@ from pybroker.fetch.sessions import FetchSessionCache
 from pybroker.group import GroupCoordinator
 from pybroker.group.offsets import OFFSETS_TOPIC
 from pybroker.handlers.context import BrokerContext
+from pybroker.log.dir_lock import DirLock, lock_dirs, release_all
 from pybroker.log.manager import LogManager
 from pybroker.metadata.cache import MetadataCache
 from pybroker.metadata.listener import MetadataListener
@@ -102,9 +103,14 @@ class Broker:
         until stop() or a signal, then shut down cleanly."""
         sockets = self._sockets
         self.bound_ports = [s.getsockname()[1] for s in sockets]
-        backend = open_backend(self.config)
+        locks: list[DirLock] = []
+        backend: CoordinationBackend | None = None
         logs: LogManager | None = None
         try:
+            # before anything in a data dir is read or written (the embedded store's file
+            # is in the first one): a second broker on a live broker's dirs stops here
+            locks = lock_dirs(self.config.log_dirs)
+            backend = open_backend(self.config)
             await backend.start()
             logs = LogManager(self.config, backend.cluster_id)
             logs.startup()
@@ -112,14 +118,16 @@ class Broker:
         finally:
             for sock in sockets:
                 sock.close()
-            with anyio.CancelScope(shield=True):
-                try:
-                    await backend.close()
-                except Exception as exc:  # the store may be unreachable by now
-                    log.info("closing the coordination store: %s", exc)
+            if backend is not None:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await backend.close()
+                    except Exception as exc:  # the store may be unreachable by now
+                        log.info("closing the coordination store: %s", exc)
             if logs is not None:
                 logs.shutdown()
                 log.info("shut down cleanly")
+            release_all(locks)  # last: the shutdown's writes are still under the lock
 
     async def _run(self, backend: CoordinationBackend, logs: LogManager,
                    sockets: list[socket.socket], task_status: Any) -> None:

@@ -28,6 +28,7 @@ import threading
 import time
 from pathlib import Path
 
+from pybroker.log.dir_lock import DirLock, DirLocked
 from pybroker.tools._common import ToolError
 from pybroker.tools._wire import WireClient
 
@@ -68,7 +69,13 @@ def run(args: argparse.Namespace) -> int:
         print(INSTALL_HINT, file=sys.stderr)
         return 1
     base = Path(args.base_dir) if args.base_dir else Path(tempfile.mkdtemp(prefix="pybroker-"))
-    base.mkdir(parents=True, exist_ok=True)
+    try:
+        # a second local-cluster on the same --base-dir would rewrite zoo.cfg and run a
+        # ZooKeeper on the live one's data: refused before anything is written
+        base_lock = DirLock.acquire(base)
+    except DirLocked as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
     cluster = LocalCluster(base, args.brokers, args.port, args.zookeeper_port, java, classpath,
                            args.override)
     stop = threading.Event()
@@ -93,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         cluster.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        base_lock.release()
         if not args.base_dir:
             shutil.rmtree(base, ignore_errors=True)
     print("Stopped.", flush=True)
