@@ -284,6 +284,8 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     # --- groups ---
     _k("offsets.topic.num.partitions", T.INT, 50, "Partitions of __consumer_offsets."),
     _k("offsets.topic.replication.factor", T.SHORT, 3, "Replication of __consumer_offsets."),
+    _k("offsets.topic.segment.bytes", T.INT, 104857600, "Segment size of __consumer_offsets.",
+       minimum=1),
     _k("offsets.retention.minutes", T.INT, 10080, "Committed offsets of empty groups expire."),
     _k("offsets.commit.timeout.ms", T.INT, 5000,
        "Longest an offset commit waits for the offsets partition's ISR.", minimum=1),

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable
 
 from pybroker.admin.config_values import checked_configs
+from pybroker.admin.internal_topics import INTERNAL_TOPICS, internal_topic_spec
 from pybroker.config import BrokerConfig, parse_topic_config
 from pybroker.coordination.base import (
     CoordinationBackend,
@@ -107,13 +108,34 @@ class TopicAdmin:
 
     async def auto_create_topic(self, name: str) -> TopicRecord | None:
         """Create a topic a client asked for, when auto.create.topics.enable allows
-        (with num.partitions and default.replication.factor)."""
+        (with num.partitions and default.replication.factor; an internal topic with its
+        own settings, as Kafka's AutoTopicCreationManager)."""
         if not self.config["auto.create.topics.enable"]:
             return None
+        if name in INTERNAL_TOPICS:
+            return await self.create_internal_topic(name, timeout_ms=AUTO_CREATE_WAIT_MS)
         try:
             return await self.create_topic(name, timeout_ms=AUTO_CREATE_WAIT_MS)
         except KafkaError as exc:
             if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:  # another client was first
+                raise
+            return self.metadata.topic(name)
+
+    async def create_internal_topic(self, name: str, timeout_ms: int = 30000
+                                    ) -> TopicRecord | None:
+        """Create `__consumer_offsets` or `__transaction_state` with its own settings
+        (admin/internal_topics.py), unless it exists; every path that creates one
+        comes here. A concurrent creation (here or on another broker) is no error."""
+        spec = internal_topic_spec(self.config, name, len(self.metadata.brokers))
+        if spec is None:
+            raise ValueError(f"{name} is not an internal topic")
+        if self.metadata.topic(name) is not None:
+            return self.metadata.topic(name)
+        try:
+            return await self.create_topic(name, spec.partitions, spec.replication_factor,
+                                           dict(spec.configs), timeout_ms=timeout_ms)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
             return self.metadata.topic(name)
 

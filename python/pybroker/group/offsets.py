@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from pybroker.errors import ErrorCode, KafkaError
+from pybroker.admin.internal_topics import OFFSETS_TOPIC
 from pybroker.group.records import build_batch, iter_records, txn_batch_info
 from pybroker.group.txn_offsets import TxnData, TxnMarker, TxnProducer
 
@@ -26,10 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 READ_CHUNK_BYTES = 1 << 20
-#: Kafka's offsets.topic.segment.bytes default
-OFFSETS_SEGMENT_BYTES = 104857600
 
 
 def java_string_hash(text: str) -> int:
@@ -118,23 +115,10 @@ class OffsetsTopic:
         return int(self.config["offsets.topic.num.partitions"])
 
     async def ensure(self) -> None:
-        """Create the topic on first use, with offsets.topic.replication.factor
-        replicas. A single node (no ZooKeeper) caps it at its one broker; a cluster
-        does not, so the topic is never made less durable than configured (Kafka:
-        COORDINATOR_NOT_AVAILABLE until enough brokers are up)."""
-        if self.metadata.topic(OFFSETS_TOPIC) is not None:
-            return
-        replication = int(self.config["offsets.topic.replication.factor"])
-        if not self.config["zookeeper.connect"]:
-            replication = min(replication, max(1, len(self.metadata.brokers)))
-        try:
-            await self.admin.create_topic(
-                OFFSETS_TOPIC, self.partition_count, replication,
-                {"cleanup.policy": "compact", "segment.bytes": str(OFFSETS_SEGMENT_BYTES)})
-        except KafkaError as exc:
-            # concurrent first FindCoordinators (here or on another broker) race to it
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
+        """Create the topic on first use, with its own settings
+        (admin/internal_topics.py)."""
+        if self.metadata.topic(OFFSETS_TOPIC) is None:
+            await self.admin.create_internal_topic(OFFSETS_TOPIC)
 
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.partition_count)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pybroker.admin.internal_topics import INTERNAL_TOPICS
 from pybroker.coordination.base import TopicRecord, validate_topic_name
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
     from pybroker.metadata.cache import MetadataCache
     from pybroker.server.dispatch import Request
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 @handles(3, (0, 13))

@@ -17,6 +17,7 @@ import argparse
 import re
 import sys
 
+from pybroker.admin.internal_topics import INTERNAL_TOPICS
 from pybroker.tools._common import DEFAULT_TIMEOUT_MS, ToolError, add_bootstrap, read_properties
 from pybroker.tools._wire import WireClient, error_text
 
@@ -26,7 +27,6 @@ HELP = "print partitions' earliest, latest or by-time offsets (kafka-get-offsets
 LIST_OFFSETS = 2
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 TIME_NAMES = {"latest": LATEST, "earliest": EARLIEST, "max-timestamp": MAX_TIMESTAMP}
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from pybroker.admin.internal_topics import INTERNAL_TOPICS
 from pybroker.tools._common import (
     Reach,
     ToolError,
@@ -30,7 +31,6 @@ from pybroker.tools._common import (
 COMMAND = "topics"
 HELP = "create, list, describe, alter or delete topics (kafka-topics.sh)"
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

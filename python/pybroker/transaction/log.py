@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from pybroker.admin.internal_topics import TRANSACTION_STATE_TOPIC
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.group.offsets import java_abs, java_string_hash
 from pybroker.group.records import build_batch, iter_records
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 READ_CHUNK_BYTES = 1 << 20
 #: how long a state write waits for the ISR (Kafka: request.timeout.ms's default)
 WRITE_TIMEOUT_S = 30.0
@@ -56,23 +56,10 @@ class TransactionLog:
         return partition_for(transactional_id, self.partition_count)
 
     async def ensure(self) -> None:
-        """Create the topic on first use (FindCoordinator for a transaction), with
-        transaction.state.log.replication.factor replicas and min.insync.replicas =
-        transaction.state.log.min.isr. A single node caps both at its one broker."""
-        if self.metadata.topic(TRANSACTION_STATE_TOPIC) is not None:
-            return
-        replication = int(self.config["transaction.state.log.replication.factor"])
-        if not self.config["zookeeper.connect"]:
-            replication = min(replication, max(1, len(self.metadata.brokers)))
-        min_isr = min(int(self.config["transaction.state.log.min.isr"]), replication)
-        try:
-            await self.admin.create_topic(
-                TRANSACTION_STATE_TOPIC, self.partition_count, replication,
-                {"cleanup.policy": "compact", "min.insync.replicas": str(min_isr),
-                 "segment.bytes": str(self.config["transaction.state.log.segment.bytes"])})
-        except KafkaError as exc:
-            if exc.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
+        """Create the topic on first use (FindCoordinator for a transaction), with its
+        own settings (admin/internal_topics.py)."""
+        if self.metadata.topic(TRANSACTION_STATE_TOPIC) is None:
+            await self.admin.create_internal_topic(TRANSACTION_STATE_TOPIC)
 
     async def write(self, index: int, key: bytes, value: bytes | None) -> ErrorCode:
         """Append one record to partition `index` (led here) with acks=all and wait

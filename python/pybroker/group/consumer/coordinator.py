@@ -25,6 +25,7 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pybroker.admin.internal_topics import INTERNAL_TOPICS
 from pybroker.errors import ErrorCode
 from pybroker.group.consumer import records as crec
 from pybroker.group.consumer import replay
@@ -39,7 +40,7 @@ from pybroker.group.consumer.state import (
     from_pairs,
     owned_pairs,
 )
-from pybroker.group.consumer.topics import INTERNAL_TOPICS, StaticTopics, TopicView
+from pybroker.group.consumer.topics import StaticTopics, TopicView
 from pybroker.group.offsets import Record
 from pybroker.group.state import Group
 

@@ -9,9 +9,6 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from pybroker.metadata.cache import MetadataCache
 
-#: never matched by a regex subscription (as Kafka: internal topics are excluded)
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-
 
 class TopicView(Protocol):
     def topics(self) -> dict[str, tuple[uuid.UUID, int]]:
