@@ -186,10 +186,16 @@ def main(argv: list[str] | None = None) -> int:
 def _run_tool(args: argparse.Namespace) -> int:
     """A tool's run, ending any failure it did not report itself in one line (the
     traceback only with --verbose)."""
-    from pybroker.tools._common import stdout_gone
+    from pybroker.tools import _bootstrap
+    from pybroker.tools._common import ToolError, stdout_gone
 
     try:
+        if hasattr(args, "bootstrap_server"):
+            _bootstrap.settle(args)
         return int(args.run(args))
+    except ToolError as exc:
+        print(f"pybroker {args.command}: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

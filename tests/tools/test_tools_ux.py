@@ -12,6 +12,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from importlib.metadata import version
 from pathlib import Path
@@ -184,8 +185,34 @@ def test_console_consumer_on_a_missing_topic_says_so(broker: Broker, group: str 
 # -- librdkafka's lines, and failures in one line ---------------------------------------
 
 
-def test_client_lines_only_with_verbose() -> None:
-    bootstrap = f"127.0.0.1:{closed_port()}"
+@pytest.fixture
+def hanging_up_port() -> Iterator[int]:
+    """A port that accepts each connection and closes it at once: the client connects
+    (so the tool does not end at a refused connect) and logs each failure."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.2)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    done.set()
+    thread.join(5)
+    server.close()
+
+
+def test_client_lines_only_with_verbose(hanging_up_port: int) -> None:
+    bootstrap = f"127.0.0.1:{hanging_up_port}"
     props = ["--command-config", "/dev/null", "--timeout", "2000"]
     quiet = pybroker_run("consumer-groups", "--bootstrap-server", bootstrap, "--list", *props)
     assert quiet.returncode == 1
@@ -219,16 +246,18 @@ def test_librdkafka_log_level_follows_the_client_logger(level: int, log_level: i
 
 
 def test_an_unexpected_failure_is_one_line(monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+                                           capsys: pytest.CaptureFixture[str],
+                                           hanging_up_port: int) -> None:
     from pybroker.tools import topics
 
     def broken(args: argparse.Namespace) -> int:
         raise RuntimeError("something nobody expected")
 
     monkeypatch.setattr(topics, "run", broken)
-    assert cli.main(["topics", "--bootstrap-server", "127.0.0.1:1", "--list"]) == 1
+    bootstrap = f"127.0.0.1:{hanging_up_port}"  # something listens: the tool runs
+    assert cli.main(["topics", "--bootstrap-server", bootstrap, "--list"]) == 1
     err = capsys.readouterr().err
     assert err.splitlines() == ["pybroker topics: ERROR RuntimeError: something nobody "
                                 "expected (--verbose shows where)"]
     with pytest.raises(RuntimeError):
-        cli.main(["topics", "--bootstrap-server", "127.0.0.1:1", "--list", "--verbose"])
+        cli.main(["topics", "--bootstrap-server", bootstrap, "--list", "--verbose"])

@@ -40,6 +40,8 @@ PROGRESS_INTERVAL_S = 0.5
 DEFAULT_TIMEOUT_MS = 30000
 #: Java client property naming a tool's per-call timeout (librdkafka does not know it)
 TIMEOUT_PROPERTY = "default.api.timeout.ms"
+#: one step of Reach.connect's wait: error events (a failed login) are served between
+CONNECT_STEP_S = 0.25
 #: slack given to a future's own wait beyond the client's timeout, so that the client's
 #: error (with its reason) arrives before the wait gives up
 FUTURE_GRACE_S = 5.0
@@ -114,6 +116,8 @@ class Reach:
         self.last_error: str | None = None
         #: a broker answered connect(): a later timeout is a slow broker, not a missing one
         self.reached = False
+        #: the brokers refused the login (reported once)
+        self.refused = False
 
     @property
     def timeout_s(self) -> float:
@@ -124,6 +128,12 @@ class Reach:
         # "1/1 brokers are down" says less than the connect failure that caused it
         if error.code() != ck.KafkaError._ALL_BROKERS_DOWN or self.last_error is None:
             self.last_error = error.str()
+        if error.code() in (ck.KafkaError._AUTHENTICATION,
+                            ck.KafkaError.SASL_AUTHENTICATION_FAILED) and not self.refused:
+            self.refused = True
+            # a wrong password stays wrong: waiting out the timeout cannot help. Raised
+            # here, it ends the client call (poll, flush, consume) that served the event
+            raise ToolError(f"authentication failed at {self.bootstrap}: {error.str()}")
 
     def failure(self) -> ToolError:
         why = f" (last error: {self.last_error})" if self.last_error else ""
@@ -146,14 +156,21 @@ class Reach:
     def connect(self, client: Any) -> None:
         """Wait until a broker answers a metadata request, or raise `failure()`."""
         ck = require_client()
-        try:
-            client.list_topics(timeout=self.timeout_s)
-        except ck.KafkaException as exc:
-            # serve the error events queued meanwhile (this client is not consuming yet)
-            client.poll(0)
-            if self.unreachable(exc):
-                raise self.failure() from None
-            raise ToolError(kafka_message(exc)) from None
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            # short waits, serving the client's error events between them, so that an
+            # authentication failure (raised by __call__) ends the wait at once
+            left = deadline - time.monotonic()
+            try:
+                client.list_topics(timeout=max(0.001, min(CONNECT_STEP_S, left)))
+            except ck.KafkaException as exc:
+                client.poll(0)  # serve the error events queued meanwhile
+                if not self.unreachable(exc):
+                    raise ToolError(kafka_message(exc)) from None
+                if left <= CONNECT_STEP_S:
+                    raise self.failure() from None
+                continue
+            break
         self.reached = True
 
     def result(self, future: Any) -> Any:
@@ -247,9 +264,12 @@ def reach(config: dict[str, Any]) -> Reach:
     return found
 
 
-def add_bootstrap(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    parser.add_argument("--bootstrap-server", required=required, metavar="HOST:PORT",
-                        help="the broker(s) to connect to (pybroker or Kafka)")
+def add_bootstrap(parser: argparse.ArgumentParser, *aliases: str) -> None:
+    parser.add_argument("--bootstrap-server", *aliases, dest="bootstrap_server",
+                        metavar="HOST:PORT",
+                        help="the broker(s) to connect to (pybroker or Kafka); default "
+                             "bootstrap.servers of the client properties, else "
+                             "$PYBROKER_BOOTSTRAP_SERVER, else localhost:9092")
 
 
 class Progress:

@@ -30,9 +30,9 @@ import sys
 from typing import Any
 
 from pybroker.config import ConfigSource
+from pybroker.tools import _user_client_configs as user_client_configs
 from pybroker.tools._common import DEFAULT_TIMEOUT_MS, ToolError, add_bootstrap, read_properties
 from pybroker.tools._wire import WireClient
-from pybroker.tools import _user_client_configs as user_client_configs
 
 COMMAND = "configs"
 HELP = "describe or alter topic and broker configs (kafka-configs.sh)"
@@ -179,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
             else:
                 alter(client, kind, entity, args)
         return 0
+    except BrokenPipeError:  # `| head` closed stdout: the CLI ends quietly
+        raise
     except (ToolError, OSError) as exc:
         # one line (the project's rule for tool failures), in Kafka's words
         print(f"Error while executing config command : {exc}", file=sys.stderr)

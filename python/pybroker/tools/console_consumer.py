@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 from pybroker.errors import ErrorCode
 from pybroker.tools._common import (
     ToolError,
+    add_bootstrap,
     client_config,
     kafka_message,
     parse_pairs,
@@ -37,8 +38,7 @@ TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="the broker(s) to connect to")
+    add_bootstrap(parser)
     parser.add_argument("--topic", required=True, help="the topic to consume")
     parser.add_argument("--group", help="consumer group id (subscribe and commit)")
     parser.add_argument("--from-beginning", action="store_true",

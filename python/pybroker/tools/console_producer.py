@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from pybroker.tools._common import (
     ToolError,
+    add_bootstrap,
     client_config,
     delivery_error,
     parse_pairs,
@@ -26,11 +28,15 @@ HELP = "send stdin lines as records (kafka-console-producer.sh)"
 #: records queued in the client before a line read waits for deliveries
 QUEUE_MESSAGES_MAX = 100000
 FLUSH_TIMEOUT_S = 60.0
+#: after Ctrl-C: how long the records in flight may take to be acknowledged
+INTERRUPTED_FLUSH_S = 5.0
+FLUSH_STEP_S = 0.25
+#: the shell's status of a command ended by SIGINT (128 + 2)
+EXIT_INTERRUPTED = 130
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server",
-                        metavar="HOST:PORT", help="the broker(s) to connect to")
+    add_bootstrap(parser, "--broker-list")
     parser.add_argument("--topic", required=True, help="the topic to produce to")
     parser.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
                         help="line reader properties: parse.key, key.separator, ignore.error")
@@ -87,21 +93,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"ERROR {exc}", file=sys.stderr)
         return 1
     reader = LineReader(props)
-    failures = 0
+    counts = {"sent": 0, "acknowledged": 0, "failed": 0}
     topic = args.topic
 
     def delivered(err: Any, msg: Any) -> None:
-        nonlocal failures
-        if err is not None:
-            failures += 1
-            key = msg.key()
-            value = msg.value()
-            print(f"ERROR Error when sending message to topic {topic} with key: "
-                  f"{'null' if key is None else f'{len(key)} bytes'}, value: "
-                  f"{'null' if value is None else f'{len(value)} bytes'} with error: "
-                  f"{delivery_error(config, err)}", file=sys.stderr)
+        if err is None:
+            counts["acknowledged"] += 1
+            return
+        counts["failed"] += 1
+        key = msg.key()
+        value = msg.value()
+        print(f"ERROR Error when sending message to topic {topic} with key: "
+              f"{'null' if key is None else f'{len(key)} bytes'}, value: "
+              f"{'null' if value is None else f'{len(value)} bytes'} with error: "
+              f"{delivery_error(config, err)}", file=sys.stderr)
 
     status = 0
+    interrupted = False
     try:
         for raw in sys.stdin:
             line = raw[:-1] if raw.endswith("\n") else raw
@@ -114,17 +122,41 @@ def run(args: argparse.Namespace) -> int:
                     break
                 except BufferError:
                     producer.poll(0.1)
+            counts["sent"] += 1
             if args.sync:
-                producer.flush(FLUSH_TIMEOUT_S)
+                flush(producer, FLUSH_TIMEOUT_S)
             else:
                 producer.poll(0)
     except ToolError as exc:
         print(f"ERROR {exc}", file=sys.stderr)
         status = 1
     except KeyboardInterrupt:
-        pass
-    remaining = producer.flush(FLUSH_TIMEOUT_S)
+        interrupted = True
+    try:
+        # after Ctrl-C, a short wait for what is in flight, as Kafka's producer close does
+        remaining = flush(producer, INTERRUPTED_FLUSH_S if interrupted else FLUSH_TIMEOUT_S)
+    except ToolError as exc:
+        print(f"ERROR {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # a second Ctrl-C: stop waiting
+        interrupted = True
+        remaining = len(producer)
+    if interrupted:
+        print(f"Interrupted: {counts['sent']} records sent, {counts['acknowledged']} "
+              f"acknowledged, {counts['failed']} failed, {remaining} unconfirmed",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     if remaining:
         print(f"ERROR {remaining} records were not delivered within {FLUSH_TIMEOUT_S:.0f} s",
               file=sys.stderr)
-    return 1 if status or failures or remaining else 0
+    return 1 if status or counts["failed"] or remaining else 0
+
+
+def flush(producer: Any, timeout_s: float) -> int:
+    """producer.flush in short steps, so that an error callback's exception (a failed
+    login) and Ctrl-C end the wait at once; the records still unconfirmed."""
+    deadline = time.monotonic() + timeout_s
+    remaining = len(producer)
+    while remaining and time.monotonic() < deadline:
+        remaining = producer.flush(min(FLUSH_STEP_S, max(0.0, deadline - time.monotonic())))
+    return remaining

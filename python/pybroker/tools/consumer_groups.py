@@ -17,6 +17,7 @@ from typing import Any
 
 from pybroker.tools._common import (
     ToolError,
+    add_bootstrap,
     client_config,
     kafka_message,
     reach,
@@ -36,8 +37,7 @@ INACTIVE_STATES = ("EMPTY", "DEAD", "UNKNOWN")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="the broker(s) to connect to")
+    add_bootstrap(parser)
     actions = parser.add_mutually_exclusive_group(required=True)
     actions.add_argument("--list", action="store_true", help="List all consumer groups.")
     actions.add_argument("--describe", action="store_true",
@@ -115,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
     except ToolError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `| head` closed stdout: the CLI ends quietly
+        raise
     except Exception as exc:  # a KafkaException from the client
         print(f"Error: Executing consumer group command failed due to {kafka_message(exc)}",
               file=sys.stderr)

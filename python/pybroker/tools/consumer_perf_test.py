@@ -23,6 +23,7 @@ from typing import Any
 from pybroker.tools._common import (
     Progress,
     ToolError,
+    add_bootstrap,
     bar,
     client_config,
     kafka_message,
@@ -45,8 +46,7 @@ MB = 1024.0 * 1024.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server",
-                        metavar="HOST:PORT", help="the broker(s) to connect to")
+    add_bootstrap(parser, "--broker-list")
     parser.add_argument("--topic", required=True, help="topic to consume")
     parser.add_argument("--messages", type=int, required=True, help="records to consume")
     parser.add_argument("--group", help="consumer group (subscribe); default: assign")

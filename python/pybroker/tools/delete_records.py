@@ -83,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
             else:
                 print(f"partition: {topic}-{partition}\tlow_watermark: {low}")
         return 0
+    except BrokenPipeError:  # `| head` closed stdout: the CLI ends quietly
+        raise
     except (ToolError, OSError) as exc:
         print(f"Error occurred: {exc}", file=sys.stderr)
         return 1

@@ -83,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
         for (topic, partition), offset in sorted(offsets.items()):
             print(f"{topic}:{partition}:{offset}")
         return 0
+    except BrokenPipeError:  # `| head` closed stdout: the CLI ends quietly
+        raise
     except (ToolError, OSError, re.error) as exc:
         print(f"Error occurred: {exc}", file=sys.stderr)
         return 1

@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
               + ",".join(str(b) for b in brokers))
         print(json.dumps(document(dirs, topics), separators=(",", ":")))
         return 0
+    except BrokenPipeError:  # `| head` closed stdout: the CLI ends quietly
+        raise
     except (ToolError, OSError) as exc:
         print(str(exc), file=sys.stderr)
         return 1

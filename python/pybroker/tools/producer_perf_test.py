@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from pybroker.tools._common import (
     Progress,
     ToolError,
+    add_bootstrap,
     bar,
     client_config,
     delivery_error,
@@ -59,8 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--producer.config", "--command-config", dest="producer_config",
                         metavar="FILE",
                         help="producer properties file")
-    parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
-                        help="the broker(s); else bootstrap.servers in --producer-props")
+    add_bootstrap(parser)
     # Kafka's interval is fixed at 5 s; tests shorten it
     parser.add_argument("--reporting-interval", type=int, default=REPORTING_INTERVAL_MS,
                         help=argparse.SUPPRESS)

@@ -83,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
     except ToolError as exc:
         print(f"Error while executing topic command : {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `| head` closed stdout: the CLI ends quietly
+        raise
     except Exception as exc:  # a KafkaException from the client
         print(f"Error while executing topic command : {kafka_message(exc)}", file=sys.stderr)
         return 1

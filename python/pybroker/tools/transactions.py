@@ -37,7 +37,8 @@ from typing import Any
 import anyio
 
 from pybroker.client.connection import BrokerConnection, BrokerUnreachable
-from pybroker.errors import ErrorCode
+from pybroker.errors import RETRIABLE, ErrorCode
+from pybroker.tools._common import add_bootstrap
 
 COMMAND = "transactions"
 HELP = "list, describe and abort transactions (kafka-transactions.sh)"
@@ -60,9 +61,16 @@ class ToolError(Exception):
     pass
 
 
+class Retriable(ToolError):
+    """An error Kafka's clients retry (RETRIABLE): asked again until the timeout."""
+
+
+#: pause between attempts after a retriable error
+RETRY_BACKOFF_S = 0.2
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                        help="the broker(s) to connect to")
+    add_bootstrap(parser)
     parser.add_argument("--timeout", type=int, default=TIMEOUT_MS, metavar="MS",
                         help=f"how long each request may wait, in ms (default {TIMEOUT_MS})")
     commands = parser.add_subparsers(dest="action", required=True)
@@ -95,6 +103,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    """The action, again after a retriable error (a coordinator still loading its
+    partition right after a start, a leader moving) until --timeout has passed."""
+    deadline = time.monotonic() + args.timeout / 1000
+    while True:
+        try:
+            return await _run_once(args)
+        except Retriable:
+            if time.monotonic() + RETRY_BACKOFF_S >= deadline:
+                raise
+            await anyio.sleep(RETRY_BACKOFF_S)
+
+
+async def _run_once(args: argparse.Namespace) -> int:
     tool = Tool(args.bootstrap_server, args.timeout / 1000)
     try:
         if args.action == "list":
@@ -262,4 +283,5 @@ def _check(code: int, what: str) -> None:
             name = ErrorCode(code).name
         except ValueError:
             name = str(code)
-        raise ToolError(f"{what} failed: {name}")
+        kind = Retriable if code in RETRIABLE else ToolError
+        raise kind(f"{what} failed: {name}")
