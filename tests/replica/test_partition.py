@@ -109,9 +109,9 @@ def test_isr_shrinks_after_lag_time_and_grows_on_catch_up(tmp_path: Path) -> Non
     assert p.isr_to_shrink(lag_time_max_ms=60_000) == [1, 2]
     p.isr_changed([1, 2], version=1)
     assert p.high_watermark == 4  # the ISR that is left has everything
-    assert p.isr_to_expand() is None  # 3 is still behind the high watermark
+    assert p.isr_to_expand(alive={1, 2, 3}) is None  # 3 is still behind the high watermark
     p.record_follower_fetch(3, 4)
-    assert p.isr_to_expand() == [1, 2, 3]
+    assert p.isr_to_expand(alive={1, 2, 3}) == [1, 2, 3]
 
 
 def test_only_a_live_follower_joins_the_isr(tmp_path: Path) -> None:
@@ -122,6 +122,7 @@ def test_only_a_live_follower_joins_the_isr(tmp_path: Path) -> None:
     p.record_follower_fetch(2, 2)
     p.record_follower_fetch(3, 2)
     assert p.isr_to_expand(alive={1, 2}) is None
+    assert p.isr_to_expand(alive=set()) is None  # nobody known alive: nobody joins
     assert p.isr_to_expand(alive={1, 2, 3}) == [1, 2, 3]
 
 

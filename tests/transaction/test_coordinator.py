@@ -308,3 +308,48 @@ def test_a_newer_leadership_wins_over_an_older_pending_load() -> None:
         assert c.owned == {0: 2} and not c.loading
 
     anyio.run(main)
+
+
+def test_an_unreadable_state_record_refuses_its_id_not_a_fresh_start() -> None:
+    """A state the coordinator cannot read (a corrupt or unknown value) would leave an
+    older state in force, or none: an older producer epoch not fenced, an open
+    transaction forgotten. Its id is refused (COORDINATOR_LOAD_IN_PROGRESS); the other
+    ids of the partition are served; a later readable record or tombstone settles it."""
+    async def main() -> None:
+        c, log, _, _ = make()
+        await loaded(c, 1)
+        code, pid, epoch = await c.init_producer_id("t", 60000)
+        assert code == E.NONE
+        assert await c.add_partitions("t", pid, epoch, [("a", 0)]) == E.NONE
+        assert (await c.init_producer_id("u", 60000))[0] == E.NONE
+        # the latest state of "t" (ONGOING) is unreadable
+        key, value = log.records[-2]
+        assert records.decode_key(key) == "t" and value is not None
+        log.records[-2] = (key, struct.pack(">h", 9) + value[2:])
+        c.partition_lost(0)
+        await loaded(c, 2)
+        assert (await c.init_producer_id("t", 60000))[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+        assert await c.add_partitions("t", pid, epoch, [("a", 1)]) == \
+            E.COORDINATOR_LOAD_IN_PROGRESS
+        assert (await c.init_producer_id("u", 60000))[0] == E.NONE
+        # a tombstone after it: the id is gone, and starts anew
+        log.records.append((key, None))
+        c.partition_lost(0)
+        await loaded(c, 3)
+        assert (await c.init_producer_id("t", 60000))[0] == E.NONE
+
+    anyio.run(main)
+
+
+def test_an_unreadable_key_refuses_the_whole_partition() -> None:
+    async def main() -> None:
+        c, log, _, _ = make()
+        await loaded(c, 1)
+        assert (await c.init_producer_id("u", 60000))[0] == E.NONE
+        log.records.append((b"\x00\x00\x00\x09", b""))  # a key of version 0 cut short
+        c.partition_lost(0)
+        await loaded(c, 2)
+        assert (await c.init_producer_id("u", 60000))[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+        assert (await c.init_producer_id("v", 60000))[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+
+    anyio.run(main)

@@ -219,16 +219,17 @@ class ReplicaPartition:
                 and self._on_isr_candidate is not None):
             self._on_isr_candidate()
 
-    def isr_to_expand(self, alive: Container[int] | None = None) -> list[int] | None:
+    def isr_to_expand(self, alive: Container[int]) -> list[int] | None:
         """The ISR with a caught-up follower added (one whose log end reached the
         high watermark), or None when no follower qualifies. Only a follower that is
-        `alive` (registered, so with a live session; None: any) may join: one whose
-        session expired may still fetch, unaware it is fenced, and the controller has
-        just taken it out of the ISR (Kafka's isReplicaIsrEligible, KIP-841)."""
+        `alive` (registered, so with a live session) may join: one whose session
+        expired may still fetch, unaware it is fenced, and the controller has just
+        taken it out of the ISR (Kafka's isReplicaIsrEligible, KIP-841). There is no
+        'anyone' default: a caller that does not know who is alive admits nobody."""
         if not self.is_leader:
             return None
         joining = [b for b, f in self.followers.items()
-                   if b not in self.isr and (alive is None or b in alive)
+                   if b not in self.isr and b in alive
                    and f.log_end_offset >= self.high_watermark
                    and f.log_end_offset >= self.epoch_start_offset]
         return sorted(set(self.isr) | set(joining)) if joining else None

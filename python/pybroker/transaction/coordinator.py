@@ -41,6 +41,8 @@ S = TxnState
 COMPLETING = {S.PREPARE_COMMIT: S.COMPLETE_COMMIT, S.PREPARE_ABORT: S.COMPLETE_ABORT}
 #: pause before a failed CompleteCommit/CompleteAbort write is retried
 COMPLETE_RETRY_S = 0.5
+#: in `unreadable`: a record whose key could not be read (it may be any id's)
+ANY_ID = "\x00any"
 
 
 def _wall_ms() -> int:
@@ -60,6 +62,9 @@ class TransactionCoordinator:
         self.owned: dict[int, int] = {}
         #: partitions being loaded (COORDINATOR_LOAD_IN_PROGRESS) -> the epoch being loaded
         self.loading: dict[int, int] = {}
+        #: partition -> transactional ids whose latest state record could not be read
+        #: when it was loaded (ANY_ID: a record whose key could not be read)
+        self.unreadable: dict[int, set[str]] = {}
         self.sender: MarkerSender | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._queued: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
@@ -88,6 +93,7 @@ class TransactionCoordinator:
         self._forget(index)
 
     def _forget(self, index: int) -> None:
+        self.unreadable.pop(index, None)
         for txn_id in [t for t in self.txns if self.store.partition_of(t) == index]:
             del self.txns[txn_id]
 
@@ -95,24 +101,38 @@ class TransactionCoordinator:
         if self.loading.get(index) != leader_epoch:
             return  # lost, or led again at a newer epoch, before loading
         loaded: dict[str, TxnMetadata] = {}
+        # ids whose state is not known: a producer of theirs cannot be told from a
+        # zombie (its epoch, its open transaction), so they are refused, not started anew
+        unreadable: set[str] = set()
         count = 0
         for key, value in self.store.load(index):
             try:
                 txn_id = records.decode_key(key)
-                if txn_id is None:
-                    continue
-                count += 1
-                if value is None:
-                    loaded.pop(txn_id, None)
-                else:
-                    loaded[txn_id] = TxnMetadata.from_value(txn_id, records.decode_value(value))
-            except Exception as exc:  # a bad record must not stop the load
-                log.warning("skipping undecodable %s record: %s", TRANSACTION_STATE_TOPIC, exc)
+            except Exception as exc:
+                log.error("%s-%d: a record key cannot be read (%s): every transactional id "
+                          "of the partition is refused", TRANSACTION_STATE_TOPIC, index, exc)
+                unreadable.add(ANY_ID)
+                continue
+            if txn_id is None:
+                continue  # a key version this broker does not know: ignored, as Kafka does
+            count += 1
+            loaded.pop(txn_id, None)
+            unreadable.discard(txn_id)  # each record holds the id's whole state
+            if value is None:
+                continue
+            try:
+                loaded[txn_id] = TxnMetadata.from_value(txn_id, records.decode_value(value))
+            except Exception as exc:
+                log.error("%s-%d: the state of transactional id %r cannot be read (%s): it "
+                          "is refused", TRANSACTION_STATE_TOPIC, index, txn_id, exc)
+                unreadable.add(txn_id)
         if self.loading.get(index) != leader_epoch:
             return
         for txn_id, md in loaded.items():
             if md.state != S.DEAD:
                 self.txns[txn_id] = md
+        if unreadable:
+            self.unreadable[index] = unreadable
         del self.loading[index]
         self.owned[index] = leader_epoch
         log.info("coordinating %d transactional ids of %s-%d (coordinator epoch %d, %d records)",
@@ -127,6 +147,11 @@ class TransactionCoordinator:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if index not in self.owned:
             return ErrorCode.NOT_COORDINATOR
+        bad = self.unreadable.get(index)
+        if bad and (transactional_id in bad or ANY_ID in bad):
+            # its state could not be loaded (see _load): still not loaded, as far as a
+            # client can tell; never a fresh start that would forget an older producer
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return None
 
     def _still(self, index: int, epoch: int) -> Callable[[], bool]:
