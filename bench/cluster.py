@@ -250,6 +250,7 @@ def failover(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any]]
     topic = f"fo-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
     acks: dict[int, list[float]] = {p: [] for p in range(partitions)}
+    failures: list[str] = []  # delivery reports with an error: records the producer lost
     lock = threading.Lock()
     stop = threading.Event()
 
@@ -260,9 +261,11 @@ def failover(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any]]
 
         def reporter(partition: int) -> Any:
             def report(err: Any, _message: Any) -> None:
-                if err is None:
-                    with lock:
+                with lock:
+                    if err is None:
                         acks[partition].append(time.monotonic())
+                    else:
+                        failures.append(str(err))
             return report
 
         interval = 1.0 / args.failover_rate
@@ -313,11 +316,21 @@ def failover(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any]]
                   f"after {row['leader_in_zookeeper_s']}s, first acknowledged write after "
                   f"{row['first_ack_s']}s", flush=True)
             rows.append(row)
+            restarted = time.monotonic()
             cluster.restart(victim)
             cluster.wait_full_isr(topic, partitions, WAIT_S)
+            row["restart_to_full_isr_s"] = round(time.monotonic() - restarted, 2)
+            print(f"failover {round_}: broker {victim} restarted and back in every ISR after "
+                  f"{row['restart_to_full_isr_s']}s", flush=True)
     finally:
         stop.set()
         thread.join(WAIT_S)
+    sent = sum(len(a) for a in acks.values()) + len(failures)
+    print(f"failover: {len(failures)} of {sent} sends failed"
+          + (f" (first: {failures[0]})" if failures else ""), flush=True)
+    if rows:
+        rows[-1]["failed_sends_in_run"] = len(failures)
+        rows[-1]["sends_in_run"] = sent
     return rows
 
 

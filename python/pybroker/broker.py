@@ -12,9 +12,11 @@ the group coordinator work the same on one node or many."""
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -54,6 +56,9 @@ log = logging.getLogger(__name__)
 
 #: pause between attempts to register while an old registration lingers
 REGISTER_RETRY_S = 0.5
+#: in the first log dir: the ZooKeeper session that holds this broker's registration,
+#: so that the next process of this broker recognises what this one left behind
+SESSION_FILE = "zookeeper.session"
 
 
 def _txn_leadership(txn: TransactionCoordinator, replicas: ReplicaManager, index: int,
@@ -157,7 +162,8 @@ class Broker:
         # open logs re-read their topic config: a changed log.* default reaches every
         # partition that does not override it
         broker_configs.listeners.append(lambda changed: logs.reconfigure())
-        controller = Controller(broker_id, backend, config)
+        controller = Controller(broker_id, backend, config,
+                                inter_broker_listener(config, self.advertised).name)
         self.context = ctx = BrokerContext(
             broker_id=broker_id, config=config, metadata=metadata, replicas=replicas,
             purgatory=self.purgatory, admin=admin, groups=groups,
@@ -225,19 +231,52 @@ class Broker:
 
     async def _register(self, backend: CoordinationBackend) -> None:
         """Register /brokers/ids/<id>. A broker restarted right after a crash finds
-        its old registration still there until the old ZooKeeper session expires:
-        wait for that (bounded by the session timeout), then give up as Kafka does."""
+        its old registration still there until the old ZooKeeper session expires.
+        When that session is the one this broker's data dir names (its previous
+        process wrote it there), the registration is its own previous process's: it
+        is removed at once, with /controller if that process was the controller (a
+        data dir serves one process at a time, so that process is gone). Any other
+        holder is waited for (bounded by the session timeout), then the start fails
+        as Kafka's does."""
         deadline = time.monotonic() + self.config["zookeeper.session.timeout.ms"] / 1000 * 1.5
+        previous = self._previous_session()
         while True:
             try:
                 await backend.register_broker(self.broker_id, self._registration())
-                return
+                break
             except BrokerIdInUse:
+                if previous is not None and await backend.remove_stale_registration(
+                        self.broker_id, previous):
+                    continue
                 if time.monotonic() >= deadline:
                     raise
                 log.info("broker id %d is still registered (an old session?); waiting for "
                          "it to expire", self.broker_id)
                 await anyio.sleep(REGISTER_RETRY_S)
+        self._save_session(backend)
+        # a new session re-registers this broker: the next process must know that one
+        backend.on_session_reestablished(lambda: self._save_session(backend))
+
+    def _session_path(self) -> Path:
+        return Path(self.config.log_dirs[0]) / SESSION_FILE
+
+    def _previous_session(self) -> int | None:
+        try:
+            return int(self._session_path().read_text().strip(), 16)
+        except (OSError, ValueError):
+            return None
+
+    def _save_session(self, backend: CoordinationBackend) -> None:
+        session = backend.session_id
+        if session is None:
+            return
+        path = self._session_path()
+        try:
+            temporary = path.with_name(path.name + ".tmp")
+            temporary.write_text(f"{session:x}\n")
+            os.replace(temporary, path)
+        except OSError as exc:  # the restart then waits for the old session, as before
+            log.warning("could not record the ZooKeeper session in %s: %s", path, exc)
 
     def _registration(self) -> BrokerRegistration:
         """/brokers/ids/<id>: this broker's advertised listeners (port 0: the bound one)

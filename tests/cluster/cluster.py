@@ -88,16 +88,22 @@ def wait_for(condition: Callable[[], T], timeout_s: float = WAIT_S, what: str = 
 
 class Cluster:
     def __init__(self, zookeeper: ZooKeeperServer, base: Path, *, size: int = SIZE,
-                 proxied: bool = False, metrics: bool = False,
-                 overrides: dict[str, object] | None = None) -> None:
+                 proxied: bool = False, replication_proxied: bool = False,
+                 metrics: bool = False, overrides: dict[str, object] | None = None) -> None:
         self.zookeeper = zookeeper
         self.chroot = f"/cluster-{uuid.uuid4().hex[:12]}"
         self.base = base
         base.mkdir(parents=True, exist_ok=True)
+        #: broker -> the proxy its ZooKeeper connection goes through (`proxied`)
         self.proxies: dict[int, Proxy] = {}
+        #: broker -> the proxy in front of its inter-broker listener (`replication_proxied`):
+        #: other brokers (fetching followers, the controller) reach it only through this,
+        #: clients and ZooKeeper directly
+        self.replication_proxies: dict[int, Proxy] = {}
         self.metrics_ports: dict[int, int] = {}
         self.brokers: dict[int, Broker] = {}
         for broker_id in range(1, size + 1):
+            port = free_port()
             connect = zookeeper.address
             if proxied:
                 proxy = self.proxies[broker_id] = Proxy((zookeeper.host, zookeeper.port)).start()
@@ -115,12 +121,25 @@ class Cluster:
                 # shutdown find no one to hand leaderships to, and retry only briefly
                 "controlled.shutdown.retry.backoff.ms": "300",
             }
+            if replication_proxied:
+                internal = free_port()
+                proxy = Proxy(("127.0.0.1", internal)).start()
+                self.replication_proxies[broker_id] = proxy
+                settings.update({
+                    "listeners": f"PLAINTEXT://127.0.0.1:{port},REPLICATION://127.0.0.1:"
+                                 f"{internal}",
+                    "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},REPLICATION://"
+                                            f"{proxy.address}",
+                    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,"
+                                                      "REPLICATION:PLAINTEXT",
+                    "inter.broker.listener.name": "REPLICATION",
+                })
             if metrics:
                 self.metrics_ports[broker_id] = free_port()
                 settings["metrics.port"] = str(self.metrics_ports[broker_id])
             settings.update({k: str(v) for k, v in (overrides or {}).items()})
             self.brokers[broker_id] = Broker(
-                host="127.0.0.1", port=free_port(), data_dir=base / f"broker{broker_id}",
+                host="127.0.0.1", port=port, data_dir=base / f"broker{broker_id}",
                 log_path=base / f"broker{broker_id}.log", overrides=settings)
         self.zk = KazooClient(hosts=zookeeper.address + self.chroot, timeout=10.0)
         self._admin: AdminClient | None = None
@@ -150,7 +169,7 @@ class Cluster:
                 broker.proc.send_signal(signal.SIGCONT)
         with ThreadPoolExecutor(len(self.brokers)) as pool:
             list(pool.map(lambda b: b.stop(), self.brokers.values()))
-        for proxy in self.proxies.values():
+        for proxy in [*self.proxies.values(), *self.replication_proxies.values()]:
             proxy.close()
         try:
             self.zk.stop()
@@ -169,12 +188,10 @@ class Cluster:
         self.brokers[broker_id].kill()
 
     def restart(self, broker_id: int) -> None:
-        """Start a stopped or killed broker again (same port, same data dir), once
-        ZooKeeper has dropped its old registration: while the dead session's
-        ephemeral /brokers/ids/<id> lasts, the id is in use and the broker would
-        refuse to start (as Kafka's does)."""
-        wait_for(lambda: broker_id not in self.registered(), WAIT_S,
-                 f"broker {broker_id}'s old session to expire")
+        """Start a stopped or killed broker again (same port, same data dir), at once:
+        a killed broker's registration outlives it until its ZooKeeper session
+        expires, and the restarted broker removes it (its data dir names that
+        session) instead of waiting."""
         self.brokers[broker_id].start()
 
     def pause(self, broker_id: int) -> None:

@@ -6,12 +6,16 @@ test can cut the link and restore it.
     proxy.cut("drop")                  # reset every connection; refuse new ones
     proxy.cut("freeze")                # stop forwarding both ways; connections stay open
                                        # and new ones are accepted but get nothing
+    proxy.cut("refuse")                # reset every connection and stop listening: new
+                                       # ones are refused, as by a host whose process is
+                                       # gone (or a firewall that rejects)
     proxy.restore()                    # forward again (frozen connections resume)
     proxy.close()
 
 "drop" looks like a peer or network that resets connections (the client notices at
-once); "freeze" looks like a partition where packets vanish (the client notices only
-through its own timeouts), which is what exercises session expiry.
+once); "refuse" like a port nobody listens on (a process gone); "freeze" looks like a
+partition where packets vanish (the client notices only through its own timeouts),
+which is what exercises session expiry.
 Threads: one acceptor, two pumps per connection; all daemon threads, all stopped by
 close()."""
 
@@ -27,7 +31,7 @@ from typing import Literal
 POLL_S = 0.05
 CHUNK_BYTES = 65536
 
-Mode = Literal["drop", "freeze"]
+Mode = Literal["drop", "freeze", "refuse"]
 
 
 def _reset(sock: socket.socket) -> None:
@@ -97,17 +101,22 @@ class _Link:
 class Proxy:
     def __init__(self, target: tuple[str, int], host: str = "127.0.0.1", port: int = 0) -> None:
         self.target = target
-        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind((host, port))
-        self._listener.listen(64)
+        self._listener = self._listen(host, port)
         self.host, self.port = self._listener.getsockname()[:2]
         self.mode: Mode | None = None
         self._links: list[_Link] = []
         self._lock = threading.Lock()
         self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._accept_loop, daemon=True,
-                                        name="proxy-accept")
+        self._thread = threading.Thread(target=self._accept_loop, args=(self._listener,),
+                                        daemon=True, name="proxy-accept")
+
+    @staticmethod
+    def _listen(host: str, port: int) -> socket.socket:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(64)
+        return listener
 
     @property
     def address(self) -> str:
@@ -128,15 +137,24 @@ class Proxy:
 
     def cut(self, mode: Mode = "drop") -> None:
         """Cut the link. "drop": reset every connection and every new one; "freeze":
-        forward nothing either way, keep connections open."""
+        forward nothing either way, keep connections open; "refuse": reset every
+        connection and stop listening, so that new ones are refused."""
         self.mode = mode
-        if mode == "drop":
+        if mode == "refuse":
+            self._listener.close()
+            self._thread.join(5)
+        if mode in ("drop", "refuse"):
             with self._lock:
                 links, self._links = self._links, []
             for link in links:
                 link.close()
 
     def restore(self) -> None:
+        if self.mode == "refuse":
+            self._listener = self._listen(self.host, self.port)
+            self._thread = threading.Thread(target=self._accept_loop, args=(self._listener,),
+                                            daemon=True, name="proxy-accept")
+            self._thread.start()
         self.mode = None
 
     def close(self) -> None:
@@ -155,13 +173,13 @@ class Proxy:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _accept_loop(self) -> None:
+    def _accept_loop(self, listener: socket.socket) -> None:
         while not self._stopped.is_set():
             try:
-                readable, _, _ = select.select([self._listener], [], [], POLL_S)
+                readable, _, _ = select.select([listener], [], [], POLL_S)
                 if not readable:
                     continue
-                client, _ = self._listener.accept()
+                client, _ = listener.accept()
             except (OSError, ValueError):
                 return
             if self.mode == "drop":

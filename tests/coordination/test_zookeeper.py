@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 from pybroker.coordination import zktopics
 from pybroker.coordination import znodes as zn
 from pybroker.coordination.base import TopicAssignment
-from pybroker.coordination.errors import CoordinationError, MalformedZNode
+from pybroker.coordination.errors import ControllerMoved, CoordinationError, MalformedZNode
 from pybroker.coordination.zookeeper import ZooKeeperBackend
 from tests.cluster.proxy import Proxy
 from tests.cluster.zookeeper import ZooKeeperServer
@@ -305,3 +305,53 @@ async def test_kafka_written_topic_without_id_and_state_with_recovery(
     assert (state.leader, state.leader_epoch, state.isr, state.recovery_state) == (
         2, 4, [2], zn.RECOVERING)
     assert version == 0
+
+
+async def test_a_restarted_broker_removes_only_what_its_previous_session_holds(
+        zk_cluster: Cluster, raw: KazooClient) -> None:
+    """The previous process (its session still alive on the server) registered broker 1
+    and is controller; the restarted broker names that session and removes both, at
+    once. Naming any other session removes nothing."""
+    previous = await zk_cluster.client()
+    await previous.register_broker(1, registration(9001))
+    assert await previous.try_elect_controller(1) is not None
+    other = await zk_cluster.client()
+    await other.register_broker(2, registration(9002))
+    restarted = await zk_cluster.client()
+
+    assert previous.session_id is not None and other.session_id is not None
+    assert not await restarted.remove_stale_registration(1, other.session_id)
+    assert not await restarted.remove_stale_registration(2, previous.session_id)
+    assert raw.exists("/brokers/ids/1") and raw.exists("/brokers/ids/2")
+    assert raw.exists("/controller")
+
+    assert await restarted.remove_stale_registration(1, previous.session_id)
+    assert raw.exists("/brokers/ids/1") is None and raw.exists("/controller") is None
+    assert raw.exists("/brokers/ids/2") is not None
+    epoch = await restarted.register_broker(1, registration(9001))
+    assert raw.exists("/brokers/ids/1").czxid == epoch
+    assert raw.exists("/brokers/ids/1").ephemeralOwner == restarted.session_id
+
+
+async def test_a_gone_controller_is_removed_but_never_its_successor(
+        zk_cluster: Cluster, raw: KazooClient) -> None:
+    first = await zk_cluster.client()
+    lease = await first.try_elect_controller(1)
+    assert lease is not None
+    witness = await zk_cluster.client()
+    assert not await witness.remove_dead_controller(2)  # not the controller
+    assert raw.exists("/controller") is not None
+    assert await witness.remove_dead_controller(1)
+    assert raw.exists("/controller") is None
+
+    # another broker is elected (a new epoch): a late removal aimed at broker 1 leaves
+    # its successor alone
+    second = await zk_cluster.client()
+    again = await second.try_elect_controller(3)
+    assert again is not None and again.epoch == lease.epoch + 1
+    assert not await witness.remove_dead_controller(1)
+    assert raw.exists("/controller") is not None
+    # the old controller's writes are fenced by the epoch it held
+    with pytest.raises(ControllerMoved):
+        await first.create_topic(
+            TopicAssignment(name="t", topic_id=uuid.uuid4(), partitions={0: [1]}), {}, lease)

@@ -143,3 +143,25 @@ def test_a_follower_that_keeps_up_under_steady_produce_stays_in_the_isr(
     p.append_as_leader(batch(2), required_acks=1)
     p.record_follower_fetch(2, 2)  # the leader had 4 at the previous fetch
     assert p.isr_to_shrink(lag_time_max_ms=60_000) == [1]
+
+
+def test_a_joining_follower_holds_the_high_watermark_while_its_isr_write_is_out(
+        tmp_path: Path) -> None:
+    """Once the expansion is written the controller may elect the joining follower, so
+    from the moment the write goes out nothing it lacks may be acknowledged (Kafka's
+    maximal ISR, KIP-497); the ISR used for acks=all grows only once it is stored."""
+    p, _ = leader(tmp_path, [1, 2])
+    p.append_as_leader(batch(2), required_acks=-1)
+    p.record_follower_fetch(2, 2)
+    p.record_follower_fetch(3, 2)
+    assert p.high_watermark == 2
+    joined = p.isr_to_expand()
+    assert joined == [1, 2, 3]
+    p.pending_isr = joined  # the ISR manager's write is on its way
+    p.append_as_leader(batch(3), required_acks=-1)
+    p.record_follower_fetch(2, 5)
+    assert p.high_watermark == 2, "acknowledged what the joining follower lacks"
+    p.record_follower_fetch(3, 5)
+    assert p.high_watermark == 5
+    p.isr_changed(joined, version=7)
+    assert p.isr == [1, 2, 3] and p.pending_isr == []

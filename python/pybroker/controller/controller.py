@@ -27,7 +27,57 @@ Duties while elected:
 - the admin requests only a controller serves: AlterPartitionReassignments,
   ListPartitionReassignments, ElectLeaders and ControlledShutdown (methods
   below, called by their handlers), plus the automatic preferred-leader
-  rebalance (auto.leader.rebalance.enable)."""
+  rebalance (auto.leader.rebalance.enable).
+
+Noticing a death before the session expires (issue 25). ZooKeeper removes a
+killed broker's registration only when its session expires
+(zookeeper.session.timeout.ms after the last heartbeat); until then its
+partitions would have no working leader and it would stay in every ISR it was
+in, holding up acks=all. But a killed process's sockets are closed by its
+kernel at once, and a new connection to its listener is refused: nothing
+listens there any more. So the controller holds an idle connection to every
+other broker's inter-broker listener (controller/liveness.py) and, when a
+broker's listener refuses connections, fences that broker's epoch: it counts
+as dead (new leaders for what it led, out of every ISR) until its registration
+goes, a new one (a new epoch) replaces it, or its listener accepts connections
+again. The other brokers watch the
+controller's listener the same way and, when it is gone, delete /controller
+(in one transaction with a check that /controller_epoch has not moved) so that
+one of them is elected at once. A broker that comes back under a new epoch
+without the controller having seen it go ("bounced") first loses its old
+incarnation's ISR places and leaderships, as Kafka's controller does. A
+restarted broker removes the registration its own previous process left
+(broker.py), instead of waiting for that session to expire.
+
+Why this cannot make two leaders acknowledge writes for one partition, even
+when the conclusion is wrong (a broker fenced while alive, a controller
+removed while alive):
+- Every election reads the partition's state and writes the new one with a
+  conditional write on its version, in a transaction checking the controller
+  epoch: it elects from the ISR as stored, never from a view of it, and a
+  deposed controller's write fails (ControllerMoved). The new leader epoch is
+  the old one + 1.
+- A leader acknowledges an acks=all write only once its high watermark passed
+  it, and the high watermark is the smallest log end over the ISR it holds.
+  That ISR is the stored one (a leader applies its own ISR change only after the
+  conditional write succeeded). So a new leader, being a member of that ISR,
+  had already fetched everything the old leader ever acknowledged; it stopped
+  fetching from the old leader when it took over, so from then on the old
+  leader's high watermark cannot pass what the new leader holds.
+- The old leader cannot take the new leader out of its ISR to move on alone:
+  that is a write on the state version it last saw, which the election changed,
+  so it fails, and the new state reaches it through the watches (it follows,
+  truncating what it appended but never committed; its acks=all waiters are
+  answered NOT_LEADER_OR_FOLLOWER, or REQUEST_TIMED_OUT at their timeout).
+- Whatever triggered the election (session expiry, a refused listener, a
+  restart) only decides when it happens, never from which replicas it picks;
+  a wrong trigger costs a needless leader change, never an acknowledged record.
+  The same holds for a deleted /controller: the next controller bumps the
+  controller epoch, which fences every write of the previous one.
+What the faster detection does not cover: a paused or unreachable broker (its
+kernel still accepts connections, or nothing answers at all) is noticed only
+when its session expires, as before; tests/cluster/test_zombie.py,
+test_zookeeper_loss.py and test_partitioned_leader.py cover those."""
 
 from __future__ import annotations
 
@@ -39,6 +89,7 @@ import msgspec
 
 from pybroker.config import BrokerConfig
 from pybroker.controller import election, reassignment
+from pybroker.controller.liveness import Endpoint, LivenessWatch
 from pybroker.coordination.base import (
     CoordinationBackend,
     ControllerLease,
@@ -46,7 +97,7 @@ from pybroker.coordination.base import (
     WatchHandle,
 )
 from pybroker.coordination.errors import ControllerMoved, StaleVersion
-from pybroker.coordination.znodes import LeaderAndIsr
+from pybroker.coordination.znodes import BrokerRegistration, LeaderAndIsr
 from pybroker.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -63,15 +114,30 @@ Partition = tuple[str, int]
 
 
 class Controller:
-    def __init__(self, broker_id: int, backend: CoordinationBackend, config: BrokerConfig
-                 ) -> None:
+    def __init__(self, broker_id: int, backend: CoordinationBackend, config: BrokerConfig,
+                 listener_name: str = "PLAINTEXT") -> None:
         self.broker_id = broker_id
         self.backend = backend
         self.config = config
+        #: the inter-broker listener: where another broker's process is looked for
+        self.listener_name = listener_name
         self.lease: ControllerLease | None = None
         self._duties: list[WatchHandle] = []
         self._handles: list[WatchHandle] = []
+        #: registered brokers that may lead and be in ISRs (registered minus fenced)
         self._live: set[int] = set()
+        #: every registered broker's epoch, as last seen
+        self._epochs: dict[int, int] = {}
+        #: broker -> the epoch whose process was found gone: out of every ISR and
+        #: leadership until that registration goes or is replaced
+        self._fenced: dict[int, int] = {}
+        #: topic -> brokers that came back under a new epoch: taken out of the topic's
+        #: ISRs and leaderships once (their old incarnation's place), as if dead
+        self._evict: dict[str, set[int]] = {}
+        #: the controller watches every other broker's process; other brokers watch
+        #: the controller's
+        self._brokers_watch = LivenessWatch(self._broker_gone, self._broker_back)
+        self._controller_watch = LivenessWatch(self._controller_gone)
         self._topics: dict[str, TopicAssignment] = {}
         #: topics to reconcile, worked off by run() one at a time
         self._pending: set[str] = set()
@@ -92,6 +158,8 @@ class Controller:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._rebalance_loop)
+                tg.start_soon(self._brokers_watch.run)
+                tg.start_soon(self._controller_watch.run)
                 while True:
                     await self._wake.wait()
                     self._wake = anyio.Event()
@@ -121,12 +189,44 @@ class Controller:
             self._wake.set()
 
     async def _controller_changed(self, controller: int | None) -> None:
+        self._controller_watch.clear()
         if controller is None:
             await self._try_elect()
-        elif controller != self.broker_id and self.lease is not None:
+            return
+        if controller == self.broker_id:
+            return
+        if self.lease is not None:
             log.warning("broker %d is controller now; this broker stops acting as one",
                         controller)
             self._resign_locally()
+        # watch the controller's process: gone, it is replaced without waiting for
+        # its session to expire
+        registrations = await self.backend.live_brokers()
+        epoch = (await self.backend.broker_epochs()).get(controller)
+        endpoint = self._endpoint(controller, registrations.get(controller))
+        if epoch is not None and endpoint is not None:
+            self._controller_watch.watch({(controller, epoch): endpoint})
+
+    async def _controller_gone(self, controller: int, epoch: int) -> None:
+        try:
+            if await self.backend.remove_dead_controller(controller):
+                log.warning("controller %d (epoch %d) is gone: removed /controller so that "
+                            "another broker is elected", controller, epoch)
+        except KafkaError as exc:
+            log.info("removing /controller of the gone controller %d: %s", controller, exc)
+
+    def _endpoint(self, broker_id: int, registration: BrokerRegistration | None
+                  ) -> Endpoint | None:
+        """Where broker_id's inter-broker listener is (as its fetchers reach it)."""
+        if registration is None:
+            return None
+        try:
+            parsed = registration.parsed_endpoints()
+        except ValueError:
+            return None
+        chosen = next((e for e in parsed if e.listener_name == self.listener_name),
+                      parsed[0] if parsed else None)
+        return None if chosen is None else (chosen.host, chosen.port)
 
     async def _try_elect(self) -> None:
         if self.lease is not None:
@@ -136,10 +236,14 @@ class Controller:
             return
         log.info("broker %d is the controller (epoch %d)", self.broker_id, lease.epoch)
         self.lease = lease
+        self._controller_watch.clear()
         self._live = set()
+        self._epochs = {}
+        self._fenced = {}
+        self._evict = {}
         self._topics = {}
         self._duties = [
-            await self.backend.watch_brokers(self._brokers_changed),
+            await self.backend.watch_broker_epochs(self._brokers_changed),
             await self.backend.watch_topics(self._topics_changed),
             await self.backend.watch_topic_deletions(self._deletions_changed),
             await self.backend.watch_isr_changes(self._isr_changed),
@@ -155,17 +259,60 @@ class Controller:
             handle.cancel()
         self._duties = []
         self._pending.clear()
+        self._brokers_watch.clear()
 
     # --- events (run by the store's watch dispatcher, one at a time) ------------------
-    def _brokers_changed(self, brokers: dict[int, object]) -> None:
-        live = set(brokers)
+    def _brokers_changed(self, brokers: dict[int, tuple[BrokerRegistration, int]]) -> None:
+        registered = {b: epoch for b, (_, epoch) in brokers.items()}
+        # a new epoch under a known id: the broker restarted (or re-registered after
+        # losing its session) between two looks. Its old incarnation's place in the
+        # ISRs is not its new one's: it leaves them and its leaderships, and catches
+        # up before it is taken back (Kafka's bounced brokers)
+        bounced = {b for b, e in registered.items()
+                   if b in self._epochs and self._epochs[b] != e}
+        self._fenced = {b: e for b, e in self._fenced.items() if registered.get(b) == e}
+        self._epochs = registered
+        live = set(registered) - set(self._fenced)
         gone, back = self._live - live, live - self._live
         self._live = live
-        self._shutting_down -= gone | back
-        if gone or back:
-            log.info("controller: live brokers %s (gone %s, new %s)", sorted(live),
-                     sorted(gone), sorted(back))
+        self._shutting_down -= gone | back | bounced
+        if bounced:
+            for name in self._topics:
+                self._evict.setdefault(name, set()).update(bounced)
+        if gone or back or bounced:
+            log.info("controller: live brokers %s (gone %s, new %s, restarted %s)",
+                     sorted(live), sorted(gone), sorted(back), sorted(bounced))
             self._enqueue(list(self._topics))
+        self._brokers_watch.watch({
+            (b, e): endpoint for b, e in registered.items()
+            if b != self.broker_id
+            and (endpoint := self._endpoint(b, brokers[b][0])) is not None})
+
+    def _broker_gone(self, broker_id: int, epoch: int) -> None:
+        """The broker's process is gone (its listener refuses connections) while its
+        session lives on: fence that incarnation now, as its session's expiry would."""
+        if (self.lease is None or self._epochs.get(broker_id) != epoch
+                or broker_id in self._fenced):
+            return
+        self._fenced[broker_id] = epoch
+        self._live.discard(broker_id)
+        self._shutting_down.discard(broker_id)
+        log.warning("controller: broker %d (epoch %d) is gone; fenced until it registers "
+                    "again: its partitions get new leaders and it leaves every ISR",
+                    broker_id, epoch)
+        self._enqueue(list(self._topics))
+
+    def _broker_back(self, broker_id: int, epoch: int) -> None:
+        """The fenced broker's listener answers again under the same registration: it
+        was not gone after all (or a new process of it is starting, which registers
+        anew in a moment): it may lead and join ISRs again."""
+        if self.lease is None or self._fenced.get(broker_id) != epoch:
+            return
+        del self._fenced[broker_id]
+        self._live.add(broker_id)
+        log.warning("controller: broker %d (epoch %d) answers again; no longer fenced",
+                    broker_id, epoch)
+        self._enqueue(list(self._topics))
 
     def _topics_changed(self, topics: dict[str, TopicAssignment]) -> None:
         changed = [name for name, a in topics.items() if self._topics.get(name) != a]
@@ -440,8 +587,9 @@ class Controller:
         assignment = self._topics.get(name)
         if lease is None or assignment is None:
             return
+        evicted = set(self._evict.get(name, ()))
         try:
-            stale = await self._reconcile_topic(assignment, lease)
+            stale = await self._reconcile_topic(assignment, lease, self._live - evicted)
         except ControllerMoved:
             log.warning("controller epoch moved on; broker %d stops acting as controller",
                         self.broker_id)
@@ -454,11 +602,19 @@ class Controller:
             # a leader changed its ISR meanwhile: read the states again
             await anyio.sleep(RETRY_DELAY_S)
             self._enqueue([name])
+        elif evicted and name in self._evict:
+            self._evict[name] -= evicted
+            if not self._evict[name]:
+                del self._evict[name]
+            # once more with them live: an offline partition they alone can lead
+            # (their ISR) gets them back as leader
+            self._enqueue([name])
 
-    async def _reconcile_topic(self, assignment: TopicAssignment, lease: ControllerLease
-                               ) -> bool:
-        """Write the states the topic's partitions should have; True when one had
-        changed under the controller (try again)."""
+    async def _reconcile_topic(self, assignment: TopicAssignment, lease: ControllerLease,
+                               live: set[int]) -> bool:
+        """Write the states the topic's partitions should have, with `live` the brokers
+        that may lead and be in ISRs; True when one had changed under the controller
+        (try again)."""
         if assignment.topic_id == uuid.UUID(int=0):
             # a topic znode written before topic ids (Kafka < 2.8): the controller gives
             # it one, once (Kafka's KafkaController.setTopicIds); the write is versioned
@@ -474,23 +630,23 @@ class Controller:
         for index, replicas in sorted(assignment.partitions.items()):
             current = states.get(index)
             if current is None:
-                state = election.initial_state(replicas, self._live, lease.epoch)
+                state = election.initial_state(replicas, live, lease.epoch)
                 if state is not None:
                     new[index] = state
                 continue
             if unclean is None:
                 unclean = await self._unclean(assignment.name)
-            changed = election.after_broker_change(replicas, current.state, self._live,
+            changed = election.after_broker_change(replicas, current.state, live,
                                                    lease.epoch, unclean)
             if reassignment.is_reassigning(assignment, index):
                 done = reassignment.completion(assignment, index, changed or current.state,
-                                               self._live, self._shutting_down, lease.epoch)
+                                               live, self._shutting_down, lease.epoch)
                 if done is not None:
                     completed[index] = reassignment.target_replicas(assignment, index)
                     if done != current.state:
                         changed = done
             elif changed is None:
-                changed = election.conform(replicas, current.state, self._live, lease.epoch)
+                changed = election.conform(replicas, current.state, live, lease.epoch)
             if changed is None:
                 continue
             try:

@@ -177,6 +177,20 @@ class CoordinationBackend(Protocol):
         """Remove this store's registration of `broker_id` (controlled shutdown)."""
         ...
 
+    @property
+    def session_id(self) -> int | None:
+        """This store's ZooKeeper session (it owns the broker's ephemerals); None for the
+        embedded store, which has no sessions."""
+        ...
+
+    async def remove_stale_registration(self, broker_id: int, session: int) -> bool:
+        """A restarted broker's claim on what its previous process left: delete
+        /brokers/ids/<id>, and /controller, when the ZooKeeper session `session` (the
+        previous process's, which the broker kept in its own data dir) still owns them,
+        instead of waiting for that session to expire. True when the registration was
+        removed (register again now). The embedded store: False."""
+        ...
+
     async def live_brokers(self) -> dict[int, BrokerRegistration]:
         ...
 
@@ -187,6 +201,12 @@ class CoordinationBackend(Protocol):
 
     async def watch_brokers(self, callback: Callback) -> WatchHandle:
         """callback(dict[int, BrokerRegistration]) with the live brokers, then on change."""
+        ...
+
+    async def watch_broker_epochs(self, callback: Callback) -> WatchHandle:
+        """As watch_brokers, with each broker's epoch read in the same look:
+        callback(dict[int, tuple[BrokerRegistration, int]]). A broker that registered
+        again between two looks shows a new epoch under the same id."""
         ...
 
     # --- controller ---
@@ -210,6 +230,14 @@ class CoordinationBackend(Protocol):
 
     async def resign(self, lease: ControllerLease) -> None:
         """Delete /controller if it is still this lease's (a no-op otherwise)."""
+        ...
+
+    async def remove_dead_controller(self, broker_id: int) -> bool:
+        """Delete /controller if `broker_id` holds it and no controller was elected since
+        (checked against /controller_epoch in the same transaction): its process was
+        found gone, so the brokers elect another without waiting for its session to
+        expire. True when deleted. Kafka's operators do the same by hand (`delete
+        /controller` in zookeeper-shell) to move the controller."""
         ...
 
     # --- topics ---

@@ -249,6 +249,12 @@ class EmbeddedBackend:
     async def watch_brokers(self, callback: Callback) -> WatchHandle:
         return await self._watch("brokers", callback)
 
+    async def watch_broker_epochs(self, callback: Callback) -> WatchHandle:
+        async def with_epochs(brokers: dict[int, BrokerRegistration]) -> None:
+            await invoke(callback, {b: (r, self._broker_epochs[b]) for b, r in brokers.items()
+                                    if b in self._broker_epochs})
+        return await self._watch("brokers", with_epochs)
+
     # --- controller ---
     async def try_elect_controller(self, broker_id: int) -> ControllerLease | None:
         if self._controller == broker_id:  # already ours: this node is its only session
@@ -273,6 +279,16 @@ class EmbeddedBackend:
 
     async def watch_controller(self, callback: Callback) -> WatchHandle:
         return await self._watch("controller", callback)
+
+    @property
+    def session_id(self) -> int | None:
+        return None
+
+    async def remove_stale_registration(self, broker_id: int, session: int) -> bool:
+        return False  # no sessions: a single node's registration goes with its process
+
+    async def remove_dead_controller(self, broker_id: int) -> bool:
+        return False  # the single node is its own controller
 
     async def resign(self, lease: ControllerLease) -> None:
         if self._controller == lease.broker_id and self._controller_epoch == lease.epoch:

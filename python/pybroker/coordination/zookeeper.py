@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kazoo.client import KazooState
@@ -265,6 +265,59 @@ class ZooKeeperBackend(TopicOps, EntityConfigOps):
         except NoNodeError:
             pass
 
+    async def remove_stale_registration(self, broker_id: int, session: int) -> bool:
+        """See CoordinationBackend: the previous process's session is recognised by the
+        znodes' ephemeralOwner, which only that session's ephemerals carry."""
+        if session == self.zk.session_id:
+            return False
+        path = zn.broker_path(broker_id)
+        stat = await self.zk.call("exists", path)
+        if stat is not None and stat.ephemeralOwner != session:
+            return False  # another process's: wait for it
+        await self._remove_controller_if(lambda controller, held:
+                                         controller == broker_id
+                                         and held.ephemeralOwner == session)
+        if stat is None:
+            return True  # gone meanwhile: register now
+        try:
+            await self.zk.call("delete", path, version=stat.version)
+        except NoNodeError:
+            pass
+        except BadVersionError:
+            return False
+        log.info("removed broker %d's registration left by its previous process (session "
+                 "0x%x, broker epoch %d)", broker_id, session, stat.czxid)
+        return True
+
+    async def _remove_controller_if(self, holds: Callable[[int, ZnodeStat], bool]) -> bool:
+        """Delete /controller when `holds(controller id, stat)`, in one transaction with
+        a check that /controller_epoch did not move since it was read: a controller
+        elected meanwhile (whose /controller may look the same) is never removed. The
+        epoch is read first, so a /controller read after it belongs to that epoch."""
+        _, epoch_version = await self.controller_epoch()
+        try:
+            data, stat = await self.zk.call("get", zn.CONTROLLER)
+        except NoNodeError:
+            return False
+        controller = zn.decode(zn.CONTROLLER, data, zn.ControllerZNode).brokerid
+        if epoch_version < 0 or not holds(controller, stat):
+            return False
+        txn = self.zk.kazoo.transaction()
+        txn.check(zn.CONTROLLER_EPOCH, epoch_version)
+        txn.delete(zn.CONTROLLER, stat.version)
+        failed = first_error(await self.zk.commit(txn))
+        if failed is not None:
+            if isinstance(failed[1], (NoNodeError, BadVersionError)):
+                return False
+            raise failed[1]
+        log.info("removed /controller of broker %d (session 0x%x)", controller,
+                 stat.ephemeralOwner)
+        return True
+
+    async def remove_dead_controller(self, broker_id: int) -> bool:
+        return await self._remove_controller_if(lambda controller, stat:
+                                                controller == broker_id)
+
     async def live_brokers(self) -> dict[int, BrokerRegistration]:
         ids = [c for c in await self.zk.call("get_children", zn.BROKER_IDS) if c.isdigit()]
         paths = [zn.broker_path(int(i)) for i in ids]
@@ -280,10 +333,17 @@ class ZooKeeperBackend(TopicOps, EntityConfigOps):
                 if read is not None}
 
     async def watch_brokers(self, callback: Callback) -> WatchHandle:
-        def decode(path: str, data: bytes | None, stat: ZnodeStat) -> BrokerRegistration:
-            return zn.decode(path, data, BrokerRegistration)
+        async def without_epochs(brokers: dict[int, tuple[BrokerRegistration, int]]) -> None:
+            await invoke(callback, {b: registration for b, (registration, _) in brokers.items()})
+        return await self.watch_broker_epochs(without_epochs)
 
-        async def on_set(values: dict[str, tuple[BrokerRegistration | None, int]]) -> None:
+    async def watch_broker_epochs(self, callback: Callback) -> WatchHandle:
+        def decode(path: str, data: bytes | None, stat: ZnodeStat
+                   ) -> tuple[BrokerRegistration, int]:
+            return zn.decode(path, data, BrokerRegistration), stat.czxid
+
+        async def on_set(values: dict[str, tuple[tuple[BrokerRegistration, int] | None, int]]
+                         ) -> None:
             await invoke(callback, {int(k): v for k, (v, _) in values.items()
                                     if k.isdigit() and v is not None})
 

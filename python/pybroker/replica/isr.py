@@ -19,6 +19,7 @@ import anyio
 from pybroker.coordination.base import CoordinationBackend
 from pybroker.coordination.errors import CoordinationError, StaleVersion
 from pybroker.coordination.znodes import LeaderAndIsr
+from pybroker.errors import KafkaError
 from pybroker.metadata.listener import MetadataListener
 from pybroker.metrics import BrokerMetrics
 from pybroker.replica.manager import ReplicaManager
@@ -38,6 +39,8 @@ class IsrManager:
         self.metrics = metrics
         self._expand = anyio.Event()
         replicas.on_isr_candidate = self._expand.set
+        #: expansions whose write failed without an answer: it may or may not be stored
+        self._unsure: set[ReplicaPartition] = set()
 
     async def run(self) -> None:
         """Check for expansions when a follower catches up, and for shrinks every
@@ -48,6 +51,8 @@ class IsrManager:
                 await self._expand.wait()
             self._expand = anyio.Event()
             self.replicas.on_isr_candidate = self._expand.set
+            for partition in list(self._unsure):
+                await self._settle_unsure(partition)
             for partition in list(self.replicas.partitions.values()):
                 if not partition.is_leader:
                     continue
@@ -69,6 +74,22 @@ class IsrManager:
             return brokers
         return {b for b in brokers if b not in removing}
 
+    async def _settle_unsure(self, partition: ReplicaPartition) -> None:
+        """An expansion whose write went unanswered: once the store can be read, a state
+        still at the version the write was based on means it did not happen (the
+        joining follower stops holding the high watermark back); any other state
+        reaches the partition through the watches, which clears it too."""
+        if not partition.pending_isr:
+            self._unsure.discard(partition)
+            return
+        try:
+            stored = (await self.backend.partition_states(partition.topic)).get(partition.index)
+        except (CoordinationError, KafkaError):
+            return
+        self._unsure.discard(partition)
+        if stored is not None and stored.version == partition.state_version:
+            partition.pending_isr = []
+
     async def _write(self, partition: ReplicaPartition, isr: list[int], expand: bool) -> None:
         known = self.listener.states.get((partition.topic, partition.index))
         if known is None or known.version != partition.state_version:
@@ -79,6 +100,8 @@ class IsrManager:
         new = LeaderAndIsr(controller_epoch=state.controller_epoch, leader=state.leader,
                            leader_epoch=state.leader_epoch, isr=isr,
                            leader_recovery_state=state.leader_recovery_state)
+        if expand:
+            partition.pending_isr = list(isr)
         try:
             version = await self.backend.update_partition_state(
                 partition.topic, partition.index, new, known.version)
@@ -87,8 +110,12 @@ class IsrManager:
                      "state", partition.topic, partition.index, isr, known.version)
             return
         except CoordinationError as exc:
+            # the write may still have happened: the joining follower keeps holding
+            # the high watermark back until the stored state arrives (ours or newer)
             log.warning("%s-%d: ISR change to %s failed: %s", partition.topic, partition.index,
                         isr, exc)
+            if expand:
+                self._unsure.add(partition)
             return
         log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, partition.isr, isr)
         if expand:

@@ -60,6 +60,10 @@ class ReplicaPartition:
         self.leader_epoch = -1
         self.replicas: list[int] = []
         self.isr: list[int] = []
+        #: an ISR expansion being written: until the write is answered, the high
+        #: watermark waits for the joining follower too (Kafka's maximal ISR, KIP-497):
+        #: the store may already name it, and an election may pick it
+        self.pending_isr: list[int] = []
         self.followers: dict[int, FollowerState] = {}
         #: the coordination store's version of the state this broker last took, so an
         #: ISR change is a conditional write on it (a stale leader's write fails)
@@ -109,6 +113,7 @@ class ReplicaPartition:
         self.leader_epoch = state.leader_epoch
         self.replicas = list(state.replicas)
         self.isr = list(state.isr)
+        self.pending_isr = []
         self.state_version = version
 
     # --- the log, as the outside world sees it --------------------------------------
@@ -248,6 +253,7 @@ class ReplicaPartition:
     def isr_changed(self, isr: list[int], version: int) -> None:
         """The leader's own ISR change was written (at store version `version`)."""
         self.isr = list(isr)
+        self.pending_isr = []
         self.state_version = version
         self._maybe_increment_high_watermark()
         self.purgatory.notify(self._hw_key)
@@ -316,7 +322,7 @@ class ReplicaPartition:
         if not self.is_leader:
             return
         end = self.log_end_offset
-        for broker in self.isr:
+        for broker in set(self.isr) | set(self.pending_isr):
             if broker != self.broker_id:
                 follower = self.followers.get(broker)
                 end = min(end, follower.log_end_offset if follower else -1)
