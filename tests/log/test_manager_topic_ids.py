@@ -7,6 +7,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import pytest
+
 from pybroker.coordination.base import PartitionState, TopicRecord
 from pybroker.log.manager import read_partition_metadata
 
@@ -46,4 +48,53 @@ def test_log_of_the_same_topic_is_kept(tmp_path: Path) -> None:
     p = m.get("t", 0)
     assert p is not None
     assert (p.log.log_end_offset, p.high_watermark) == (10, 10)
+    m.shutdown()
+
+
+def test_unreadable_partition_metadata_is_neither_adopted_nor_deleted(tmp_path: Path) -> None:
+    """Whose log it is cannot be told: opening it is refused, and the dir is left as it
+    is (the next start, the file repaired, decides); the replica layer serves the
+    topic's other partitions and not this one."""
+    from pybroker.config import BrokerConfig
+    from pybroker.log.manager import LogManager, UnreadablePartitionMetadata
+    from pybroker.metadata.cache import MetadataCache
+    from pybroker.purgatory import Purgatory
+    from pybroker.replica.fetcher import ReplicaFetcherManager
+    from pybroker.replica.manager import ReplicaManager
+
+    old_id, new_id = uuid.uuid4(), uuid.uuid4()
+    filled(tmp_path, old_id)
+    metadata_file = tmp_path / "t-0" / "partition.metadata"
+    metadata_file.write_text("version: 0\ntopic_id: not-base64!\n")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "t-0").iterdir()}
+    for topic_id in (new_id, old_id):
+        m = start(tmp_path, TopicRecord("t", topic_id, [], {}))
+        with pytest.raises(UnreadablePartitionMetadata, match="partition.metadata"):
+            m.open_partition(record(topic_id), 0)
+        assert m.get("t", 0) is None
+        m.shutdown()
+    assert {p.name: p.read_bytes() for p in (tmp_path / "t-0").iterdir()} == before
+
+    config = BrokerConfig({"log.dirs": str(tmp_path)})
+    logs = LogManager(config, "cluster")
+    logs.startup()
+    replicas = ReplicaManager(0, logs, Purgatory(),
+                              ReplicaFetcherManager(0, MetadataCache("cluster"), config))
+    two = TopicRecord("t", new_id, [PartitionState(leader=0, leader_epoch=0, replicas=[0],
+                                                   isr=[0]) for _ in range(2)], {})
+    replicas.apply_topic(two)
+    assert replicas.get("t", 0) is None and replicas.get("t", 1) is not None
+    logs.shutdown()
+    assert (tmp_path / "t-0" / "partition.metadata").read_bytes() == before["partition.metadata"]
+
+
+def test_a_log_without_partition_metadata_is_adopted(tmp_path: Path) -> None:
+    """A log from before topic ids (no partition.metadata) is the topic's, as in Kafka."""
+    topic_id = uuid.uuid4()
+    filled(tmp_path, topic_id)
+    (tmp_path / "t-0" / "partition.metadata").unlink()
+    m = start(tmp_path, record(topic_id))
+    p = m.get("t", 0)
+    assert p is not None and p.log.log_end_offset == 10
+    assert read_partition_metadata(tmp_path / "t-0") == topic_id
     m.shutdown()

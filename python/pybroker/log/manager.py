@@ -180,7 +180,9 @@ class LogManager:
         """The dir belongs to an earlier topic of the same name (its partition.metadata
         names another id: the topic was deleted and created again while this broker
         was down). Its records must not become the new topic's: open_partition deletes
-        it, as Kafka's brokers delete such stray logs (KIP-516 topic ids)."""
+        it, as Kafka's brokers delete such stray logs (KIP-516 topic ids). A
+        partition.metadata that cannot be read raises UnreadablePartitionMetadata: the
+        log is neither deleted nor adopted."""
         if record.topic_id == ZERO_UUID:
             return False
         held = read_partition_metadata(path)
@@ -297,20 +299,31 @@ def _delete_dir(path: Path) -> None:
     shutil.rmtree(doomed, ignore_errors=True)
 
 
+class UnreadablePartitionMetadata(ValueError):
+    """A partition dir's partition.metadata is there but cannot be read: which topic the
+    log is of cannot be told, so it is neither adopted nor deleted (Kafka takes such a
+    log's dir offline)."""
+
+
 def read_partition_metadata(path: Path) -> uuid.UUID | None:
-    """The topic id in `path`'s partition.metadata (None: no file, or not Kafka's format)."""
+    """The topic id in `path`'s partition.metadata; None when there is no file (a log
+    from before topic ids). A file that cannot be read, or is not Kafka's format, raises
+    UnreadablePartitionMetadata."""
+    target = path / "partition.metadata"
     try:
-        lines = (path / "partition.metadata").read_text().splitlines()
-    except OSError:
+        lines = target.read_text().splitlines()
+    except FileNotFoundError:
         return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UnreadablePartitionMetadata(f"{target}: {exc}") from exc
     fields = dict(line.split(": ", 1) for line in lines if ": " in line)
     if fields.get("version") != "0" or "topic_id" not in fields:
-        return None
+        raise UnreadablePartitionMetadata(f"{target}: not a version 0 partition.metadata")
     encoded = fields["topic_id"].strip()
     try:
         return uuid.UUID(bytes=base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)))
-    except ValueError:
-        return None
+    except ValueError as exc:
+        raise UnreadablePartitionMetadata(f"{target}: bad topic_id {encoded!r}") from exc
 
 
 def _write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
@@ -329,5 +342,10 @@ def _write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
     target = path / "partition.metadata"
     tmp = path / "partition.metadata.tmp"
     encoded = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-    tmp.write_text(f"version: 0\ntopic_id: {encoded}\n")
+    with open(tmp, "w") as f:
+        f.write(f"version: 0\ntopic_id: {encoded}\n")
+        f.flush()
+        # fsynced, as Kafka's PartitionMetadataFile: after a power loss the file is
+        # whole, and one that cannot be read is refused, not taken for a missing one
+        os.fsync(f.fileno())
     os.replace(tmp, target)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from pybroker.coordination.base import TopicRecord
 from pybroker.errors import ErrorCode, KafkaError
-from pybroker.log.manager import LogManager
+from pybroker.log.manager import LogManager, UnreadablePartitionMetadata
 from pybroker.purgatory import Purgatory
 from pybroker.replica.fetcher import ReplicaFetcherManager
 from pybroker.replica.partition import ReplicaPartition
@@ -92,8 +92,14 @@ class ReplicaManager:
                                  record.name, index)
                 continue
             if partition is None:
-                partition = ReplicaPartition(self.logs.open_partition(record, index),
-                                             self.broker_id, self.purgatory,
+                try:
+                    opened = self.logs.open_partition(record, index)
+                except UnreadablePartitionMetadata as exc:
+                    # whose log it is cannot be told: not served (clients are told this
+                    # broker does not host it), not adopted as this topic's, not deleted
+                    log.error("%s-%d is not served: %s", record.name, index, exc)
+                    continue
+                partition = ReplicaPartition(opened, self.broker_id, self.purgatory,
                                              self._isr_candidate)
                 self.partitions[key] = partition
             else:
