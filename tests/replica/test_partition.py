@@ -155,7 +155,7 @@ def test_a_joining_follower_holds_the_high_watermark_while_its_isr_write_is_out(
     p.record_follower_fetch(2, 2)
     p.record_follower_fetch(3, 2)
     assert p.high_watermark == 2
-    joined = p.isr_to_expand()
+    joined = p.isr_to_expand({1, 2, 3})
     assert joined == [1, 2, 3]
     p.pending_isr = joined  # the ISR manager's write is on its way
     p.append_as_leader(batch(3), required_acks=-1)
