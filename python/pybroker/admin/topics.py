@@ -19,6 +19,7 @@ from pybroker.admin.internal_topics import INTERNAL_TOPICS, internal_topic_spec
 from pybroker.config import BrokerConfig, parse_topic_config
 from pybroker.coordination.base import (
     CoordinationBackend,
+    PartitionState,
     TopicAssignment,
     TopicRecord,
     validate_topic_name,
@@ -65,7 +66,9 @@ class TopicAdmin:
         timeout_ms: int = 30000,
     ) -> TopicRecord | None:
         """Create the topic and wait (up to timeout_ms) until its partitions have
-        leaders here; None when validate_only. Kafka's checks and codes."""
+        leaders here. Kafka's checks and codes. validate_only: nothing is created; the
+        record returned (nil topic id, partitions led by their first replica) is the
+        topic that would be, for the answer's shape and configs as Kafka gives them."""
         validate_topic_name(name)
         if self.metadata.topic(name) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -98,7 +101,9 @@ class TopicAdmin:
                                           list(self.metadata.brokers), racks=self._racks())
         checked = self._validate_topic_configs(configs or {})
         if validate_only:
-            return None
+            return TopicRecord(name, uuid.UUID(int=0), [
+                PartitionState(leader=a[0], leader_epoch=0, replicas=list(a), isr=list(a))
+                for a in assignments], dict(checked))
         await self.backend.create_topic(
             TopicAssignment(name=name, topic_id=uuid.uuid4(),
                             partitions=dict(enumerate(assignments))), checked)

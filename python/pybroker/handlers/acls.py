@@ -56,7 +56,8 @@ async def handle_describe_acls(ctx: BrokerContext, request: Request) -> dict[str
                             "operation": int(e.operation), "permission_type": int(e.permission)}
                            for e in entries]}
                  for p, entries in authorizer.describe(flt).items()]
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+    # "" as Kafka's AclApis, which leaves the message unset (its schema default) on success
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": "",
             "resources": resources}
 
 
@@ -81,7 +82,7 @@ async def handle_create_acls(ctx: BrokerContext, request: Request) -> dict[str, 
                             "error_message": problem})
             continue
         bindings.append((pattern, entry))
-        results.append({"error_code": 0, "error_message": None})
+        results.append({"error_code": 0, "error_message": ""})  # unset in Kafka: ""
     await authorizer.create(bindings)
     return {"throttle_time_ms": 0, "results": results}
 

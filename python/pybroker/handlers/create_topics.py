@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pybroker.config import ConfigSource
 from pybroker.errors import ErrorCode, KafkaError
+from pybroker.handlers.describe_configs import topic_entries
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
@@ -45,14 +45,15 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> dict[str
                 "topic_id": record.topic_id.bytes,
                 "num_partitions": len(record.partitions),
                 "replication_factor": record.replication_factor,
-                # the overrides given; the rest are the broker's defaults
-                "configs": [{"name": k, "value": v, "read_only": False, "is_sensitive": False,
-                             "config_source": int(ConfigSource.DYNAMIC_TOPIC_CONFIG)}
-                            for k, v in sorted(record.configs.items())],
+                # every effective config with its source, as Kafka's
+                # computeEffectiveTopicConfigs (validate_only too)
+                "configs": topic_entries(ctx, record, synonyms=False, docs=False),
             }
         results.append(created)
     return {"throttle_time_ms": 0, "topics": results}
 
 
 def result(name: str, code: ErrorCode, message: str | None) -> dict[str, Any]:
-    return {"name": name, "error_code": int(code), "error_message": message}
+    # on errors Kafka leaves num_partitions/replication_factor at -1 and configs at
+    # its generated default, [] (not null)
+    return {"name": name, "error_code": int(code), "error_message": message, "configs": []}

@@ -19,6 +19,7 @@ from pybroker.handlers.registry import handles
 from pybroker.log.manager import topic_config
 
 if TYPE_CHECKING:
+    from pybroker.coordination.base import TopicRecord
     from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
 
@@ -39,10 +40,10 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> dict[
         if kind == TOPIC:
             record = ctx.metadata.topic(name)
             if record is None:
-                results.append(error(resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                     f"Topic {name} does not exist"))
+                # Kafka's ConfigHelper sets no message here ("", the generated default)
+                results.append(error(resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ""))
                 continue
-            entries = topic_entries(ctx, record.name, synonyms, docs)
+            entries = topic_entries(ctx, record, synonyms, docs)
         elif kind == BROKER:
             if name not in ("", str(ctx.broker_id)):
                 results.append(error(resource, ErrorCode.INVALID_REQUEST,
@@ -57,7 +58,9 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> dict[
             continue
         if wanted is not None:
             entries = [e for e in entries if e["name"] in wanted]
-        results.append({"error_code": 0, "error_message": None, "resource_type": kind,
+        # "" as Kafka's ConfigHelper, which leaves the message unset on success (the
+        # schema's default for this nullable string is "", not null)
+        results.append({"error_code": 0, "error_message": "", "resource_type": kind,
                         "resource_name": name, "configs": entries})
     return {"throttle_time_ms": 0, "results": results}
 
@@ -68,10 +71,9 @@ def error(resource: dict[str, Any], code: ErrorCode, message: str) -> dict[str, 
             "resource_name": resource["resource_name"], "configs": []}
 
 
-def topic_entries(ctx: BrokerContext, topic: str, synonyms: bool,
+def topic_entries(ctx: BrokerContext, record: TopicRecord, synonyms: bool,
                   docs: bool) -> list[dict[str, Any]]:
-    record = ctx.metadata.topic(topic)
-    assert record is not None
+    """Every topic config of ``record`` (its overrides, else the broker's defaults)."""
     config = topic_config(ctx.config, record)
     entries = []
     for name in sorted(TOPIC_KEYS):

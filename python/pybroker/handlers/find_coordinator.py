@@ -53,5 +53,6 @@ async def handle_find_coordinator(ctx: BrokerContext, request: Request) -> dict[
     if leader is None:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     host, port = leader.address(listener_of(request.connection))
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+    # v1-3: Kafka sets Errors.message(), which for NONE (no exception) is its name
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": ErrorCode.NONE.name,
             "node_id": leader.node_id, "host": host, "port": port}

@@ -103,7 +103,7 @@ async def handle_sasl_authenticate(ctx: BrokerContext, request: Request) -> dict
     except SaslFailed as exc:
         return await _failed(ctx, request, str(exc))
     if not server.complete:
-        return _answer(ErrorCode.NONE, None, token)
+        return _answer(ErrorCode.NONE, "", token)
     principal = "User:" + str(server.username)
     if session.authenticated and principal != session.principal:
         return await _failed(ctx, request, "Cannot change principals during "
@@ -114,7 +114,7 @@ async def handle_sasl_authenticate(ctx: BrokerContext, request: Request) -> dict
     lifetime_ms = int(ctx.config["connections.max.reauth.ms"])
     session.expires_at = time.monotonic() + lifetime_ms / 1000 if lifetime_ms > 0 else 0.0
     ctx.metrics.authentication_succeeded()
-    return _answer(ErrorCode.NONE, None, token, lifetime_ms)
+    return _answer(ErrorCode.NONE, "", token, lifetime_ms)
 
 
 async def _failed(ctx: BrokerContext, request: Request, message: str) -> dict[str, Any]:
@@ -130,5 +130,7 @@ async def _failed(ctx: BrokerContext, request: Request, message: str) -> dict[st
 
 def _answer(code: ErrorCode, message: str | None, token: bytes = b"",
             lifetime_ms: int = 0) -> dict[str, Any]:
+    # success: "" as Kafka's SaslServerAuthenticator, which leaves the message unset
+    # (the schema's default for this nullable string is "")
     return {"error_code": int(code), "error_message": message, "auth_bytes": token,
             "session_lifetime_ms": lifetime_ms}

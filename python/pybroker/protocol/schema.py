@@ -102,6 +102,11 @@ class Field:
         """The primitive element type of a primitive array, else the type itself."""
         return self.type[2:] if self.type.startswith("[]") else self.type
 
+    @property
+    def has_declared_default(self) -> bool:
+        """A ``default=`` was given (else the default is null or the type's zero)."""
+        return self.explicit_default is not _MISSING
+
     def present(self, version: int) -> bool:
         return in_range(version, self.versions)
 
