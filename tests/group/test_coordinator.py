@@ -279,3 +279,42 @@ def test_leave_triggers_rebalance(state: str) -> None:
         assert codes == [ErrorCode.NONE, ErrorCode.UNKNOWN_MEMBER_ID]
         assert co.groups["g"].state is GroupState.EMPTY
     run(main)
+
+
+def test_a_group_with_an_unreadable_record_is_refused_not_served_from_the_rest() -> None:
+    """An offset commit the coordinator cannot read at load would leave an older
+    committed offset in force, or none (the consumer resets, maybe to the end): the
+    group is refused (COORDINATOR_LOAD_IN_PROGRESS) until a readable record of the same
+    key replaces it; other groups are served. An unreadable key refuses every group."""
+    from pybroker.group import records as rec
+
+    async def main() -> None:
+        co, clock, store = make()
+        assert co.commit_offsets("solo", -1, "", None, [("t", [(2, 8, -1, None)])]) == [
+            ("t", [(2, ErrorCode.NONE)])]
+        assert co.commit_offsets("other", -1, "", None, [("t", [(1, 3, -1, None)])]) == [
+            ("t", [(1, ErrorCode.NONE)])]
+        [i] = [i for i, (k, _) in enumerate(store.records)
+               if getattr(rec.decode_key(k), "group", None) == "solo"]
+        key, value = store.records[i]
+        assert value is not None
+        store.records[i] = (key, value[:4])  # cut short
+        again, _, _ = make(store=store, clock=clock)
+        again.load()
+        assert again.coordinator_error("solo") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        assert again.commit_offsets("solo", -1, "", None, [("t", [(2, 9, -1, None)])]) == [
+            ("t", [(2, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)])]
+        assert again.coordinator_error("other") is None
+        assert again.fetch_offsets("other", [("t", [1])])[0][1][0][1].offset == 3
+        # a later readable commit of the same partition replaces it
+        store.records.append((key, rec.offset_value(rec.OffsetValue(10, -1, "", 1, -1))))
+        third, _, _ = make(store=store, clock=clock)
+        third.load()
+        assert third.coordinator_error("solo") is None
+        assert third.fetch_offsets("solo", [("t", [2])])[0][1][0][1].offset == 10
+        # a key that cannot be read: whose group it is cannot be told
+        store.records.append((b"\x00\x01\x00\x09ab", None))
+        fourth, _, _ = make(store=store, clock=clock)
+        fourth.load()
+        assert fourth.coordinator_error("other") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    run(main)

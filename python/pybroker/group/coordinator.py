@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import struct
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TICK_MS = 100
+#: in `unreadable`: a record whose key could not be read (it may be any group's)
+ANY_GROUP = "\x00any"
 #: Kafka error 86, not in the shared enum yet
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 #: the log's refusals of a TxnOffsetCommit's batch by its producer state -> the client's
@@ -106,6 +109,9 @@ class GroupCoordinator:
         self.txn_offsets = TxnOffsets()
         #: KIP-848 consumer groups, kept in the same table (Group.consumer)
         self.consumer = ConsumerGroupCoordinator(self)
+        #: offsets partition (None: the whole store) -> groups with a record that could
+        #: not be read when it was loaded (ANY_GROUP: a record whose key could not be read)
+        self.unreadable: dict[int | None, set[str]] = {}
 
     @classmethod
     def for_broker(cls, config: BrokerConfig, metadata: MetadataCache, replicas: ReplicaManager,
@@ -123,10 +129,14 @@ class GroupCoordinator:
     def coordinator_error(self, group_id: str) -> ErrorCode | None:
         """NOT_COORDINATOR when another broker coordinates the group (it leads the
         group's offsets partition), else None."""
-        if self.owned is None:
-            return None
-        if self.store.partition_of(group_id) not in self.owned:
+        partition = None if self.owned is None else self.store.partition_of(group_id)
+        if self.owned is not None and partition not in self.owned:
             return ErrorCode.NOT_COORDINATOR
+        bad = self.unreadable.get(partition)
+        if bad and (group_id in bad or ANY_GROUP in bad):
+            # part of its state could not be loaded (see load): it is not served from
+            # what could, which might hand out an older committed offset, or none
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return None
 
     def partition_led(self, index: int) -> None:
@@ -145,6 +155,7 @@ class GroupCoordinator:
         if self.owned is None:
             self.owned = set()
         self.owned.discard(index)
+        self.unreadable.pop(index, None)
         self.txn_offsets.forget_partition(index)
         self.txn_offsets.drop_groups({g for p in self.txn_offsets.pending.values() for g in p
                                       if self.store.partition_of(g) == index})
@@ -161,6 +172,10 @@ class GroupCoordinator:
         """Rebuild groups and offsets from the store: one offsets partition's, or all."""
         metas: dict[str, rec.GroupValue | None] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
+        # (group, what) whose latest record could not be read: what is a (topic,
+        # partition) of its offsets, or "group" for its metadata; a later readable record
+        # of the same key replaces it
+        unreadable: set[tuple[str, object]] = set()
         count = 0
         for item in self.store.load(partition, transactions=True):
             if isinstance(item, TxnMarker):
@@ -169,6 +184,14 @@ class GroupCoordinator:
             key_bytes, value = item[0], item[1]
             try:
                 key = rec.decode_key(key_bytes)
+            except (ValueError, IndexError, UnicodeDecodeError, struct.error) as exc:
+                log.error("a __consumer_offsets record key cannot be read (%s): every group "
+                          "of the partition is refused", exc)
+                unreadable.add((ANY_GROUP, "group"))
+                continue
+            what: object = ((key.topic, key.partition) if isinstance(key, rec.OffsetKey)
+                            else "group")
+            try:
                 if isinstance(item, TxnData):
                     self.txn_offsets.seen(item.partition, item.producer_id, item.producer_epoch,
                                           item.last_sequence)
@@ -195,8 +218,17 @@ class GroupCoordinator:
                 elif isinstance(key, rec.GroupKey):
                     metas[key.group] = None if value is None else rec.decode_group_value(value)
                 count += 1
-            except (ValueError, IndexError, UnicodeDecodeError) as exc:
-                log.warning("skipping undecodable __consumer_offsets record: %s", exc)
+                if key is not None and not isinstance(item, TxnData):
+                    unreadable.discard((key.group, what))
+            except (ValueError, IndexError, UnicodeDecodeError, struct.error) as exc:
+                if key is None:
+                    continue
+                log.error("a __consumer_offsets record of group %r cannot be read (%s): the "
+                          "group is refused", key.group, exc)
+                unreadable.add((key.group, what))
+        self.unreadable.pop(partition, None)
+        if unreadable:
+            self.unreadable[partition] = {group for group, _ in unreadable}
         now = self.clock()
         for group_id in set(metas) | {g for g, o in offsets.items() if o}:
             meta = metas.get(group_id)
