@@ -265,3 +265,24 @@ def test_offset_delete_refuses_subscribed_topics() -> None:
     code, results = co.delete_offsets("g", [("t", [0]), ("u", [0])])
     assert code == ErrorCode.NONE
     assert results == [("t", [(0, 86)]), ("u", [(0, ErrorCode.NONE)])]  # 86: subscribed
+
+
+def test_a_consumer_group_with_an_unreadable_record_is_refused() -> None:
+    """A member's record the coordinator cannot read at load (its epoch, its
+    assignment): the group is refused (COORDINATOR_LOAD_IN_PROGRESS), not rebuilt
+    without it; other groups are served."""
+    from pybroker.group.consumer import records as crec
+
+    co, _, store = make()
+    hb(co, "a", 0)
+    hb(co, "x", 0, group="other")
+    [i] = [i for i, (k, v) in enumerate(store.records)
+           if (key := crec.decode_key(k)) is not None and key.group == "g"
+           and key.type == crec.CURRENT_MEMBER_ASSIGNMENT and v is not None]
+    key, value = store.records[i]
+    assert value is not None
+    store.records[i] = (key, value[:3])  # cut short
+    again, _, _ = make(store=store)
+    assert again.coordinator_error("g") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert hb(again, "a", 1)["error_code"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert again.coordinator_error("other") is None

@@ -27,7 +27,7 @@ from pybroker.group import records as rec
 from pybroker.group.consumer import ConsumerGroupConfig, ConsumerGroupCoordinator
 from pybroker.group.member import Member, Waiter
 from pybroker.group.offsets import OFFSETS_TOPIC, Appended, GroupStore, OffsetsTopic
-from pybroker.group.state import Group, GroupState, InitialDelay, OffsetEntry
+from pybroker.group.state import ANY_GROUP, Group, GroupState, InitialDelay, OffsetEntry
 from pybroker.group.txn_offsets import TxnData, TxnMarker, TxnOffsets
 
 if TYPE_CHECKING:
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TICK_MS = 100
-#: in `unreadable`: a record whose key could not be read (it may be any group's)
-ANY_GROUP = "\x00any"
 #: Kafka error 86, not in the shared enum yet
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 #: the log's refusals of a TxnOffsetCommit's batch by its producer state -> the client's

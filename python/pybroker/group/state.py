@@ -20,6 +20,10 @@ from pybroker.group.member import Member
 if TYPE_CHECKING:
     from pybroker.group.consumer.state import ConsumerGroup
 
+#: in GroupCoordinator.unreadable: a record whose key could not be read (it may be
+#: any group's)
+ANY_GROUP = "\x00any"
+
 
 class GroupState(enum.Enum):
     EMPTY = "Empty"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import struct
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,7 @@ from pybroker.group.consumer.state import (
 )
 from pybroker.group.consumer.topics import StaticTopics, TopicView
 from pybroker.group.offsets import Record
-from pybroker.group.state import Group
+from pybroker.group.state import ANY_GROUP, Group
 
 if TYPE_CHECKING:
     from pybroker.config import BrokerConfig
@@ -587,13 +588,29 @@ class ConsumerGroupCoordinator:
         classic coordinator loaded its groups and offsets; members get a fresh
         session, as Kafka gives them on a new coordinator."""
         rebuilt: dict[str, ConsumerGroup] = {}
+        # keys whose latest record could not be read (a later readable one replaces it):
+        # their groups are refused, as the classic load refuses its groups
+        unreadable: set[crec.ConsumerKey] = set()
         for key_bytes, value in self.parent.store.load(partition):
             try:
                 key = crec.decode_key(key_bytes)
-                if key is not None:
-                    replay.apply(key, value, rebuilt)
-            except (ValueError, IndexError, UnicodeDecodeError) as exc:
-                log.warning("skipping undecodable consumer group record: %s", exc)
+            except (ValueError, IndexError, UnicodeDecodeError, struct.error) as exc:
+                log.error("a consumer group record key cannot be read (%s): every group of "
+                          "the partition is refused", exc)
+                unreadable.add(crec.ConsumerKey(-1, ANY_GROUP))
+                continue
+            if key is None:
+                continue
+            try:
+                replay.apply(key, value, rebuilt)
+                unreadable.discard(key)
+            except (ValueError, IndexError, UnicodeDecodeError, struct.error) as exc:
+                log.error("a record of consumer group %r cannot be read (%s): the group is "
+                          "refused", key.group, exc)
+                unreadable.add(key)
+        if unreadable:
+            self.parent.unreadable.setdefault(partition, set()).update(
+                k.group for k in unreadable)
         now = self.parent.clock()
         for group_id, group in rebuilt.items():
             # a member record without metadata was half written: drop it
