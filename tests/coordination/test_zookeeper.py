@@ -355,3 +355,23 @@ async def test_a_gone_controller_is_removed_but_never_its_successor(
     with pytest.raises(ControllerMoved):
         await first.create_topic(
             TopicAssignment(name="t", topic_id=uuid.uuid4(), partitions={0: [1]}), {}, lease)
+
+
+async def test_a_topic_whose_znode_turns_malformed_is_not_taken_for_deleted(
+        zk_cluster: Cluster, raw: KazooClient) -> None:
+    """Brokers delete the logs of a topic that leaves the topics watch: a znode that
+    cannot be read (a bad write, a tool's) keeps its last readable assignment; only a
+    gone znode deletes the topic."""
+    store = await zk_cluster.client()
+    seen: list[dict[str, TopicAssignment]] = []
+    await store.watch_topics(seen.append)
+    kept = TopicAssignment(name="kept", topic_id=uuid.uuid4(), partitions={0: [1]})
+    await store.create_topic(kept, {})
+    await eventually(lambda: seen and "kept" in seen[-1], "the topic in the watch")
+    raw.set("/brokers/topics/kept", b"not json")
+    other = TopicAssignment(name="other", topic_id=uuid.uuid4(), partitions={0: [1]})
+    await store.create_topic(other, {})  # a later change: the watch has re-read by then
+    await eventually(lambda: "other" in seen[-1], "the other topic in the watch")
+    assert all(view.get("kept") == kept for view in seen if "other" in view), seen[-1]
+    raw.delete("/brokers/topics/kept")
+    await eventually(lambda: "kept" not in seen[-1], "the deleted topic gone from the watch")

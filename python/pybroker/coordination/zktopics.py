@@ -177,9 +177,11 @@ class TopicOps:
         async def on_set(values: dict[str, tuple[TopicAssignment | None, int]]) -> None:
             await invoke(callback, {k: v for k, (v, _) in values.items() if v is not None})
 
+        # a topic znode that cannot be read is not a deleted topic: the brokers would
+        # delete its logs (a topic is deleted when its znode is gone)
         return await self._add_watch(ChildrenDataWatch(
             self.zk, self._dispatcher, zn.TOPICS, data_path=zn.topic_path, decode=decode,
-            on_set=on_set))
+            on_set=on_set, malformed_keeps_last=True))
 
     async def topic_configs(self, name: str) -> dict[str, str]:
         path = zn.topic_config_path(name)

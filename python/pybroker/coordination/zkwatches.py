@@ -131,16 +131,21 @@ class ChildrenDataWatch(ZkWatch, Generic[V]):
     on_child(child, value | None, version) fires per child that appeared, changed or
     went (value None); on_set(dict child -> (value, version)) fires after each refresh
     that changed something, and always after the first one. Without `data_path`
-    values are None (children only). A child whose data znode is missing or malformed
-    counts as absent (malformed data is logged with its path)."""
+    values are None (children only). A child whose data znode is missing counts as
+    absent; one whose data is malformed too (logged with its path), unless
+    `malformed_keeps_last`: then a child known before keeps its last good value, for
+    watches where 'absent' would make the reader do something it cannot undo (a topic
+    that vanishes from /brokers/topics has its logs deleted)."""
 
     def __init__(self, zk: AsyncKazoo, dispatcher: Dispatcher, parent: str, *,
                  data_path: Callable[[str], str] | None = None,
                  decode: Decoder[V] | None = None,
                  on_child: Callable[[str, V | None, int], Any] | None = None,
-                 on_set: Callable[[dict[str, tuple[V | None, int]]], Any] | None = None) -> None:
+                 on_set: Callable[[dict[str, tuple[V | None, int]]], Any] | None = None,
+                 malformed_keeps_last: bool = False) -> None:
         super().__init__(zk, dispatcher)
         self.parent = parent
+        self.malformed_keeps_last = malformed_keeps_last
         self.data_path = data_path
         self.decode = decode
         self.on_child = on_child
@@ -230,6 +235,9 @@ class ChildrenDataWatch(ZkWatch, Generic[V]):
             try:
                 value = self.decode(path, data, stat)
             except MalformedZNode as exc:
+                if self.malformed_keeps_last and child in self.values:
+                    log.error("%s (its last readable value is kept)", exc)
+                    continue
                 log.error("%s", exc)
                 if self.values.pop(child, None) is not None:
                     changed = True
