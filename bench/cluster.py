@@ -317,11 +317,17 @@ def failover(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any]]
                   f"{row['first_ack_s']}s", flush=True)
             rows.append(row)
             restarted = time.monotonic()
-            cluster.restart(victim)
+            cluster.restart(victim)  # returns once it answers ApiVersions
+            row["restart_to_serving_s"] = round(time.monotonic() - restarted, 2)
             cluster.wait_full_isr(topic, partitions, WAIT_S)
             row["restart_to_full_isr_s"] = round(time.monotonic() - restarted, 2)
-            print(f"failover {round_}: broker {victim} restarted and back in every ISR after "
+            print(f"failover {round_}: broker {victim} restarted: serving after "
+                  f"{row['restart_to_serving_s']}s, back in every ISR after "
                   f"{row['restart_to_full_isr_s']}s", flush=True)
+            # the producer reconnects to the restarted broker on its own schedule
+            # (librdkafka backs off up to reconnect.backoff.max.ms, 10 s by default): the
+            # next kill starts from a client that is connected again
+            time.sleep(args.settle)
     finally:
         stop.set()
         thread.join(WAIT_S)
@@ -354,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="failover: records per second to the partition")
     ap.add_argument("--kill-controller", action="store_true",
                     help="failover: kill the leader that is also the controller")
+    ap.add_argument("--settle", type=float, default=10.0,
+                    help="failover: seconds between a restart's full ISR and the next kill")
     ap.add_argument("--failover-producer-config", action="append", default=[],
                     type=lambda kv: tuple(kv.split("=", 1)), metavar="KEY=VALUE",
                     help="failover: extra librdkafka setting of the producer (repeatable)")

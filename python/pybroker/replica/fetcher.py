@@ -40,6 +40,12 @@ OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 EARLIEST = -2
 LATEST = -1
 
+#: a leader that does not know yet of the epoch the follower fetches at (both learn of a
+#: new leader from the store's watches, in no set order) is asked again this soon,
+#: rather than after replica.fetch.backoff.ms: acks=all waits for this follower
+LEADER_CATCHING_UP_S = 0.05
+LEADER_CATCHING_UP = frozenset({ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER})
+
 #: errors that mean "this leader is not (yet) the one to ask": wait for metadata
 RETRIABLE = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
@@ -74,6 +80,8 @@ class ReplicaFetcher:
         self._connection: BrokerConnection | None = None
         self.session = FetchSessionHandler()
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
+        #: the last answer said the leader has not caught up with the new epoch yet
+        self._leader_behind = False
 
     def add(self, partition: ReplicaPartition) -> None:
         self.states[(partition.topic, partition.index)] = FetchState(
@@ -93,6 +101,7 @@ class ReplicaFetcher:
             if connection is None:
                 await anyio.sleep(self.backoff_s)
                 continue
+            self._leader_behind = False
             try:
                 await self._truncate_new(connection)
                 progressed = await self._fetch_once(connection)
@@ -101,7 +110,8 @@ class ReplicaFetcher:
                 self.session.reset()
                 progressed = False
             if not progressed:
-                await anyio.sleep(self.backoff_s)
+                await anyio.sleep(min(self.backoff_s, LEADER_CATCHING_UP_S)
+                                  if self._leader_behind else self.backoff_s)
 
     def _connect(self) -> BrokerConnection | None:
         endpoint = self.metadata.broker(self.leader_id)
@@ -149,6 +159,7 @@ class ReplicaFetcher:
                     continue
                 code = ErrorCode(answer["error_code"])
                 if code != ErrorCode.NONE:
+                    self._leader_behind |= code in LEADER_CATCHING_UP
                     log.info("OffsetForLeaderEpoch for %s-%d from broker %d: %s",
                              topic["topic"], answer["partition"], self.leader_id, code.name)
                     continue
@@ -253,6 +264,7 @@ class ReplicaFetcher:
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._reset_out_of_range(connection, state)
             return True
+        self._leader_behind |= code in LEADER_CATCHING_UP
         if code not in RETRIABLE:
             log.warning("fetching %s-%d from broker %d: %s", p.topic, p.index, self.leader_id,
                         code.name)
