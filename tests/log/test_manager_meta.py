@@ -35,3 +35,12 @@ def test_a_dir_of_another_broker_id_is_refused(tmp_path: Path) -> None:
     started(tmp_path, "cluster-a", broker_id=1).shutdown()
     with pytest.raises(ConfigError, match="broker.id 1"):
         started(tmp_path, "cluster-a", broker_id=2)
+
+
+def test_a_meta_properties_without_broker_id_is_refused(tmp_path: Path) -> None:
+    """Whose dir it is cannot be told: refused, as Kafka refuses a meta.properties
+    without its id, and left as it was."""
+    (tmp_path / META_FILE).write_text("version=0\ncluster.id=cluster-a\n")
+    with pytest.raises(ConfigError, match="no broker.id"):
+        started(tmp_path, "cluster-a")
+    assert (tmp_path / META_FILE).read_text() == "version=0\ncluster.id=cluster-a\n"

@@ -272,7 +272,11 @@ class LogManager:
                 f"{path} is of cluster {cluster_id}, but this broker joined cluster "
                 f"{self.cluster_id}: check zookeeper.connect (or log.dirs)")
         broker_id = (stored.get("broker.id") or stored.get("node.id") or "").strip()
-        if broker_id and broker_id != str(self.config.broker_id):
+        if not broker_id:
+            # whose dir it is cannot be told (Kafka requires the id in meta.properties)
+            raise ConfigError(f"{path} has no broker.id: remove it only if this dir is "
+                              f"broker {self.config.broker_id}'s")
+        if broker_id != str(self.config.broker_id):
             raise ConfigError(
                 f"{path} is of broker.id {broker_id}, but broker.id is "
                 f"{self.config.broker_id}: set broker.id to {broker_id}, or start the new "
