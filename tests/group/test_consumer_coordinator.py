@@ -47,14 +47,14 @@ def hb(co: GroupCoordinator, member: str, epoch: int, *, topics: list[str] | Non
             else (["t"] if epoch == 0 else None),
             "subscribed_topic_regex": regex, "server_assignor": assignor,
             "topic_partitions": [] if epoch == 0 else (
-                None if owned is None else [{"topic_id": T.bytes, "partitions": sorted(owned)}])}
+                None if owned is None else [{"topic_id": T, "partitions": sorted(owned)}])}
     return co.consumer.heartbeat(body, version, "client", "/127.0.0.1")
 
 
 def parts(response: dict[str, Any], topic: uuid.UUID = T) -> set[int]:
     assert response["error_code"] == 0, response
     assignment = response["assignment"] or {"topic_partitions": []}  # None: unchanged
-    return {p for tp in assignment["topic_partitions"] if tp["topic_id"] == topic.bytes
+    return {p for tp in assignment["topic_partitions"] if tp["topic_id"] == topic
             for p in tp["partitions"]}
 
 
@@ -147,7 +147,7 @@ def test_regex_subscription_excludes_internal_topics() -> None:
     r = hb(co, "a", 0, topics=None, regex="orders-.*")
     assert r["error_code"] == 0
     got = {tp["topic_id"] for tp in r["assignment"]["topic_partitions"]}
-    assert got == {TOPICS.table["orders-eu"][0].bytes, TOPICS.table["orders-us"][0].bytes}
+    assert got == {TOPICS.table["orders-eu"][0], TOPICS.table["orders-us"][0]}
     assert hb(co, "b", 0, regex="(")["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION
     r = hb(co, "c", 0, group="h", regex="__.*")
     assert r["assignment"]["topic_partitions"] == []

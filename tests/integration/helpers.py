@@ -162,4 +162,4 @@ def topic_id(bootstrap: str, topic: str) -> uuid.UUID:
                                           "allow_auto_topic_creation": False})
     (found,) = reply["topics"]
     assert found["error_code"] == 0, found
-    return uuid.UUID(bytes=bytes(found["topic_id"]))
+    return found["topic_id"]

@@ -31,6 +31,14 @@ class ProtoClient:
         assert correlation_id == self.correlation_id
         return decoded
 
+    def sasl_plain(self, user: str, password: str) -> None:
+        """Authenticate with SASL/PLAIN (SaslHandshake v1, then SaslAuthenticate v2)."""
+        shake = self.request(17, 1, {"mechanism": "PLAIN"})
+        assert shake["error_code"] == 0, shake
+        token = b"\0" + user.encode() + b"\0" + password.encode()
+        reply = self.request(36, 2, {"auth_bytes": token})
+        assert reply["error_code"] == 0, reply
+
     def _recv(self, count: int) -> bytes:
         buf = bytearray()
         while len(buf) < count:

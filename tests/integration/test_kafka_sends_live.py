@@ -233,17 +233,17 @@ def raw_requests(bootstrap: str, topic: str, advertised: dict[int, tuple[int, in
     def fetch(isolation_level: int) -> dict[str, Any]:
         return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
                 "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": topic, "topic_id": bytes(16), "partitions": [
+                "topics": [{"topic": topic, "topic_id": uuid.UUID(int=0), "partitions": [
                     {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
                      "current_leader_epoch": -1, "last_fetched_epoch": -1,
                      "log_start_offset": -1} for p in (0, 9)]}],
                 "forgotten_topics_data": [], "rack_id": ""}
 
     member = str(uuid.uuid4())
-    missing_id = uuid.uuid4().bytes
+    missing_id = uuid.uuid4()
     probes: list[tuple[int, dict[str, Any]]] = [
-        (3, {"topics": [{"name": topic, "topic_id": bytes(16)},
-                        {"name": f"{topic}-nope", "topic_id": bytes(16)}],
+        (3, {"topics": [{"name": topic, "topic_id": uuid.UUID(int=0)},
+                        {"name": f"{topic}-nope", "topic_id": uuid.UUID(int=0)}],
              "allow_auto_topic_creation": False}),
         (3, {"topics": [{"name": None, "topic_id": missing_id}]}),
         (75, {"topics": [{"name": topic}, {"name": f"{topic}-nope"}],

@@ -26,7 +26,7 @@ ZERO = uuid.UUID(int=0)
 def fetch_by_id(pc: ProtoClient, tid: uuid.UUID, version: int = 13) -> dict[str, Any]:
     return pc.request(FETCH, version, {
         "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "session_id": 0,
-        "session_epoch": -1, "topics": [{"topic_id": tid.bytes, "partitions": [
+        "session_epoch": -1, "topics": [{"topic_id": tid, "partitions": [
             {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
 
 
@@ -51,11 +51,11 @@ def test_metadata_by_name_and_by_id(broker: Broker, topic_name: str) -> None:
     tid = topic_id(broker.bootstrap, topic_name)
     assert tid != ZERO
     with ProtoClient(broker.bootstrap) as pc:
-        by_id = pc.request(METADATA, 12, {"topics": [{"topic_id": tid.bytes, "name": None}]})
+        by_id = pc.request(METADATA, 12, {"topics": [{"topic_id": tid, "name": None}]})
         (found,) = by_id["topics"]
         assert (found["error_code"], found["name"], len(found["partitions"])) == \
             (0, topic_name, 2)
-        missing = pc.request(METADATA, 12, {"topics": [{"topic_id": uuid.uuid4().bytes,
+        missing = pc.request(METADATA, 12, {"topics": [{"topic_id": uuid.uuid4(),
                                                         "name": None}]})
         assert missing["topics"][0]["error_code"] == UNKNOWN_TOPIC_ID
         # v13: the top-level error code
@@ -71,7 +71,7 @@ def test_fetch_by_topic_id_and_unknown_after_recreate(broker: Broker, topic_name
     with ProtoClient(broker.bootstrap) as pc:
         reply = fetch_by_id(pc, old)
         (topic,) = reply["responses"]
-        assert uuid.UUID(bytes=bytes(topic["topic_id"])) == old
+        assert topic["topic_id"] == old
         (part,) = topic["partitions"]
         assert (part["error_code"], part["high_watermark"]) == (0, 1)
         assert len(part["records"]) > 0
@@ -138,25 +138,25 @@ def test_create_topics_returns_the_id_and_delete_topics_takes_it(broker: Broker,
             "timeout_ms": 10000})
         (topic,) = created["topics"]
         assert topic["error_code"] == 0, topic
-        tid = uuid.UUID(bytes=bytes(topic["topic_id"]))
+        tid = topic["topic_id"]
         assert tid == topic_id(broker.bootstrap, topic_name) != ZERO
         assert (topic["num_partitions"], topic["replication_factor"]) == (2, 1)
         assert [(c["name"], c["value"]) for c in topic["configs"]] == \
             [("retention.ms", "3600000")]
 
         unknown = pc.request(DELETE_TOPICS, 6, {"topics": [{"name": None,
-                                                            "topic_id": uuid.uuid4().bytes}],
+                                                            "topic_id": uuid.uuid4()}],
                                                 "timeout_ms": 10000})
         assert unknown["responses"][0]["error_code"] == UNKNOWN_TOPIC_ID
         both = pc.request(DELETE_TOPICS, 6, {"topics": [{"name": topic_name,
-                                                         "topic_id": tid.bytes}],
+                                                         "topic_id": tid}],
                                              "timeout_ms": 10000})
         assert both["responses"][0]["error_code"] == INVALID_REQUEST
-        deleted = pc.request(DELETE_TOPICS, 6, {"topics": [{"name": None, "topic_id": tid.bytes}],
+        deleted = pc.request(DELETE_TOPICS, 6, {"topics": [{"name": None, "topic_id": tid}],
                                                 "timeout_ms": 10000})
         (answer,) = deleted["responses"]
         assert (answer["error_code"], answer["name"]) == (0, topic_name)
-        assert uuid.UUID(bytes=bytes(answer["topic_id"])) == tid
+        assert answer["topic_id"] == tid
         gone = pc.request(3, 12, {"topics": [{"name": topic_name}],
                                   "allow_auto_topic_creation": False})
         assert gone["topics"][0]["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
@@ -169,7 +169,7 @@ def test_incremental_session_by_id_sees_a_recreated_topic_as_unknown(
     with ProtoClient(broker.bootstrap) as pc:
         full = pc.request(FETCH, 13, {
             "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "session_id": 0,
-            "session_epoch": 0, "topics": [{"topic_id": old.bytes, "partitions": [
+            "session_epoch": 0, "topics": [{"topic_id": old, "partitions": [
                 {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
         session = full["session_id"]
         assert session > 0
@@ -182,6 +182,6 @@ def test_incremental_session_by_id_sees_a_recreated_topic_as_unknown(
             "session_epoch": 1, "topics": []})
         assert reply["error_code"] == 0
         (topic,) = reply["responses"]
-        assert uuid.UUID(bytes=bytes(topic["topic_id"])) == old
+        assert topic["topic_id"] == old
         (part,) = topic["partitions"]
         assert (part["error_code"], len(part["records"])) == (UNKNOWN_TOPIC_ID, 0)

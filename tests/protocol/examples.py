@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -39,7 +40,7 @@ def _primitive(rng: random.Random, typ: str) -> Any:
     if typ == "bool":
         return rng.random() < 0.5
     if typ == "uuid":
-        return rng.randbytes(16)
+        return uuid.UUID(bytes=rng.randbytes(16))
     if typ == "string":
         return rng.choice(STRINGS)
     if typ in ("bytes", "records"):

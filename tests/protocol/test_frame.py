@@ -7,6 +7,7 @@ import tracemalloc
 
 import pytest
 
+from pybroker.protocol.types import ZERO_UUID
 from pybroker.protocol import (
     APIS,
     EncodeError,
@@ -132,10 +133,10 @@ FETCH_V12_REQUEST = (
 def test_fetch_v12_request_bytes() -> None:
     body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800,
             "isolation_level": 1, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": "t", "topic_id": bytes(16), "partitions": [
+            "topics": [{"topic": "t", "topic_id": ZERO_UUID, "partitions": [
                 {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 5,
                  "last_fetched_epoch": 2, "log_start_offset": -1,
-                 "partition_max_bytes": 1048576, "replica_directory_id": bytes(16)}]}],
+                 "partition_max_bytes": 1048576, "replica_directory_id": ZERO_UUID}]}],
             "forgotten_topics_data": [], "rack_id": "r1", "cluster_id": "c1",
             "replica_state": {"replica_id": -1, "replica_epoch": -1}}
     frame = _header(1, 12) + b"\x00" + FETCH_V12_REQUEST

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pybroker.errors import ErrorCode
+from pybroker.protocol.types import ZERO_UUID
 
 log = logging.getLogger(__name__)
 
@@ -335,11 +336,11 @@ class FetchContext:
                                              "partitions": []})
                 errors[topic_id]["partitions"].append(unknown_topic_id(index))
             answers = list(errors.values()) + [
-                dict(t, topic_id=self._ids.get(t["topic"], _ZERO)) for t in responses]
+                dict(t, topic_id=self._ids.get(t["topic"], ZERO_UUID)) for t in responses]
         if self.kind == "sessionless":
-            return INVALID_SESSION_ID, _wire(answers, self.uses_topic_ids)
+            return INVALID_SESSION_ID, answers
         if self.kind == "full":
-            return self._create(answers), _wire(answers, self.uses_topic_ids)
+            return self._create(answers), answers
         session = self.session
         assert session is not None
         if session.epoch != next_epoch(self.request_epoch) or \
@@ -360,7 +361,7 @@ class FetchContext:
                 session.partitions[key] = cached
             if kept:
                 pruned.append(dict(topic, partitions=kept))
-        return session.id, _wire(pruned, self.uses_topic_ids)
+        return session.id, pruned
 
     def _create(self, answers: list[dict[str, Any]]) -> int:
         """The new session of a full fetch (its partitions as asked and as answered), or
@@ -384,21 +385,6 @@ class FetchContext:
 
     def _key(self, topic: dict[str, Any], partition: int) -> PartitionKey:
         return (topic["topic_id"] if self.uses_topic_ids else topic["topic"], partition)
-
-
-_ZERO = uuid.UUID(int=0)
-
-
-def _wire(answers: list[dict[str, Any]], uses_topic_ids: bool) -> list[dict[str, Any]]:
-    """Topic ids as the codec writes them (16 bytes); below v13 there are none."""
-    if uses_topic_ids:
-        for topic in answers:
-            topic["topic_id"] = topic["topic_id"].bytes
-    return answers
-
-
-def _uuid(value: Any) -> uuid.UUID:
-    return value if isinstance(value, uuid.UUID) else uuid.UUID(bytes=bytes(value))
 
 
 def _cached(name: str, topic_id: uuid.UUID, p: dict[str, Any]) -> CachedPartition:
@@ -455,7 +441,7 @@ def new_context(cache: FetchSessionCache, version: int, body: dict[str, Any],
         else:
             existing.topic = ""  # its topic is gone
     for topic in body.get("forgotten_topics_data") or []:
-        name_or_id = _uuid(topic["topic_id"]) if uses_ids else topic["topic"]
+        name_or_id = topic["topic_id"] if uses_ids else topic["topic"]
         for index in topic["partitions"]:
             session.partitions.pop((name_or_id, index), None)
     if not session.partitions:
@@ -473,12 +459,12 @@ def _resolve(body: dict[str, Any], uses_ids: bool, topic_name: Callable[[uuid.UU
     """The request's topics as `topics()` gives them ({"topic", "topic_id", "partitions"},
     the partitions untouched), and the partitions of topic ids that name no topic."""
     if not uses_ids:
-        return [{"topic": t["topic"], "topic_id": _ZERO, "partitions": t["partitions"]}
+        return [{"topic": t["topic"], "topic_id": ZERO_UUID, "partitions": t["partitions"]}
                 for t in body["topics"]], []
     topics: list[dict[str, Any]] = []
     unknown: list[Unknown] = []
     for t in body["topics"]:
-        topic_id = _uuid(t["topic_id"])
+        topic_id = t["topic_id"]
         name = topic_name(topic_id)
         if name is None:
             unknown += [(topic_id, p["partition"]) for p in t["partitions"]]

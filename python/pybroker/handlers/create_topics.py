@@ -42,7 +42,7 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> dict[str
         created = result(name, ErrorCode.NONE, None)
         if record is not None:
             created |= {
-                "topic_id": record.topic_id.bytes,
+                "topic_id": record.topic_id,
                 "num_partitions": len(record.partitions),
                 "replication_factor": record.replication_factor,
                 # every effective config with its source, as Kafka's

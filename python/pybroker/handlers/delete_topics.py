@@ -7,13 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
+from pybroker.protocol.types import ZERO_UUID
 
 if TYPE_CHECKING:
     from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
-
-
-ZERO_UUID = uuid.UUID(int=0)
 
 
 @handles(20, (1, 6))
@@ -22,7 +20,7 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request) -> dict[str
     if request.version < 6:
         wanted = [(name, ZERO_UUID) for name in body["topic_names"]]
     else:
-        wanted = [(t["name"], uuid.UUID(bytes=bytes(t["topic_id"]))) for t in body["topics"]]
+        wanted = [(t["name"], t["topic_id"]) for t in body["topics"]]
     responses = []
     for name, topic_id in wanted:
         try:
@@ -31,7 +29,7 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request) -> dict[str
             code, message = ErrorCode.NONE, None
         except KafkaError as exc:
             code, message = exc.code, exc.message
-        responses.append({"name": name, "topic_id": topic_id.bytes, "error_code": int(code),
+        responses.append({"name": name, "topic_id": topic_id, "error_code": int(code),
                           "error_message": message})
     return {"throttle_time_ms": 0, "responses": responses}
 

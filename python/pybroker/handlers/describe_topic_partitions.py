@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pybroker.errors import ErrorCode
 from pybroker.handlers.metadata import INTERNAL_TOPICS, topic_metadata
 from pybroker.handlers.registry import handles
+from pybroker.protocol.types import ZERO_UUID
 from pybroker.security.acls import ResourceType
 from pybroker.security.authorizer import authorizer_for
 from pybroker.security.operations import NOT_REQUESTED, authorized_operations
@@ -24,9 +25,6 @@ from pybroker.security.operations import NOT_REQUESTED, authorized_operations
 if TYPE_CHECKING:
     from pybroker.handlers.context import BrokerContext
     from pybroker.server.dispatch import Request
-
-ZERO_ID = bytes(16)
-
 
 @handles(75, (0, 0))
 async def handle_describe_topic_partitions(ctx: BrokerContext, request: Request
@@ -68,7 +66,7 @@ async def handle_describe_topic_partitions(ctx: BrokerContext, request: Request
                       for p in described["partitions"][first:first + remaining]]
         remaining -= len(partitions)
         topics.append({
-            "error_code": 0, "name": name, "topic_id": record.topic_id.bytes,
+            "error_code": 0, "name": name, "topic_id": record.topic_id,
             "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
             "topic_authorized_operations": operations,
         })
@@ -79,5 +77,5 @@ async def handle_describe_topic_partitions(ctx: BrokerContext, request: Request
 
 
 def error_topic(name: str, code: ErrorCode, operations: int = NOT_REQUESTED) -> dict[str, Any]:
-    return {"error_code": int(code), "name": name, "topic_id": ZERO_ID, "is_internal": False,
+    return {"error_code": int(code), "name": name, "topic_id": ZERO_UUID, "is_internal": False,
             "partitions": [], "topic_authorized_operations": operations}

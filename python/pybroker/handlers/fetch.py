@@ -43,7 +43,7 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     consumer_v11 = follower is None and request.version >= 11
     rack = body["rack_id"] if consumer_v11 else ""
     session = new_context(ctx.fetch_sessions, request.version, body, follower is not None,
-                          ctx.metadata.topic_names.get)
+                          ctx.metadata.topic_name)
     if session.error:
         return session.error_response()
     # a consumer's incremental fetch leaves unread the partitions with nothing new (idle);

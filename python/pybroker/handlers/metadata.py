@@ -12,6 +12,7 @@ from pybroker.admin.internal_topics import INTERNAL_TOPICS
 from pybroker.coordination.base import TopicRecord, validate_topic_name
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
+from pybroker.protocol.types import ZERO_UUID
 from pybroker.security.session import listener_of
 
 if TYPE_CHECKING:
@@ -63,16 +64,16 @@ async def lookup(ctx: BrokerContext, name: str, may_create: bool) -> dict[str, A
     return topic_metadata(ctx.metadata, record)
 
 
-def lookup_id(ctx: BrokerContext, topic_id: bytes) -> dict[str, Any]:
+def lookup_id(ctx: BrokerContext, topic_id: uuid.UUID) -> dict[str, Any]:
     """v12+: a topic asked for by id alone (KIP-516)."""
-    record = ctx.metadata.topic_by_id(uuid.UUID(bytes=bytes(topic_id)))
+    record = ctx.metadata.topic_by_id(topic_id)
     if record is None:
-        return topic_error(None, ErrorCode.UNKNOWN_TOPIC_ID) | {"topic_id": bytes(topic_id)}
+        return topic_error(None, ErrorCode.UNKNOWN_TOPIC_ID) | {"topic_id": topic_id}
     return topic_metadata(ctx.metadata, record)
 
 
 def topic_error(name: str | None, code: ErrorCode) -> dict[str, Any]:
-    return {"error_code": int(code), "name": name, "topic_id": bytes(16), "is_internal": False,
+    return {"error_code": int(code), "name": name, "topic_id": ZERO_UUID, "is_internal": False,
             "partitions": [], "topic_authorized_operations": -2147483648}
 
 
@@ -94,7 +95,7 @@ def topic_metadata(metadata: MetadataCache, record: TopicRecord) -> dict[str, An
     return {
         "error_code": 0,
         "name": record.name,
-        "topic_id": record.topic_id.bytes,
+        "topic_id": record.topic_id,
         "is_internal": record.name in INTERNAL_TOPICS,
         "partitions": partitions,
         "topic_authorized_operations": -2147483648,

@@ -11,6 +11,7 @@ import dataclasses
 import uuid
 
 from pybroker.coordination.base import PartitionState, TopicRecord
+from pybroker.protocol.types import ZERO_UUID
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,8 +65,19 @@ class MetadataCache:
     def topic(self, name: str) -> TopicRecord | None:
         return self.topics.get(name)
 
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic a request names by id: the one way ids become topics,
+        for the handlers and the authorizer alike. None for an id no topic has (and for
+        the zero id, which names none: Kafka's UNKNOWN_TOPIC_ID). Ids are uuid.UUID past
+        the codec; anything else is a bug, raised rather than looked up as unknown."""
+        if not isinstance(topic_id, uuid.UUID):
+            raise TypeError(f"topic id {topic_id!r} is not a uuid.UUID")
+        if topic_id == ZERO_UUID:
+            return None
+        return self.topic_names.get(topic_id)
+
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicRecord | None:
-        name = self.topic_names.get(topic_id)
+        name = self.topic_name(topic_id)
         return self.topics.get(name) if name is not None else None
 
     def partition(self, topic: str, index: int) -> PartitionState | None:

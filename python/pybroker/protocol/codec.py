@@ -20,6 +20,7 @@ appended to ``parts`` and a fresh bytearray is returned to continue with.
 from __future__ import annotations
 
 import struct
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from pybroker.protocol.schema import Field
 from pybroker.protocol.types import (
     FIXED,
     INT16,
+    ZERO_UUID,
     INT32,
     read_uvarint,
     read_varint,
@@ -39,6 +41,12 @@ Decoder = Callable[[memoryview, int], tuple[dict[str, Any], int]]
 Encoder = Callable[[bytearray, dict[str, Any], list[Any]], bytearray]
 
 _BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+def _lit(value: Any) -> str:
+    """``value`` as generated source (the uuid default as a shared constant: a UUID's
+    repr would be parsed again on every call)."""
+    return "_ZERO_UUID" if value == ZERO_UUID else repr(value)
 
 
 def _encode_records_len(value: Any) -> int:
@@ -63,6 +71,8 @@ class _Compiler:
             "_pack": struct.pack,
             "_BL": _BYTES_LIKE,
             "_rlen": _encode_records_len,
+            "_UUID": uuid.UUID,
+            "_ZERO_UUID": ZERO_UUID,
         }
         self.src: list[str] = []
         self.count = 0
@@ -135,13 +145,13 @@ class _Compiler:
 
         for f in fields:
             if not f.present(version):
-                values.append((f.name, repr(f.default(version))))
+                values.append((f.name, _lit(f.default(version))))
                 continue
             var = self.fresh("v")
             values.append((f.name, var))
             if f.is_tagged(version, flexible):
                 tagged.append((f, var))
-            elif f.type in FIXED:
+            elif f.type in FIXED and f.type != "uuid":
                 run.append((f, var))
             else:
                 flush()
@@ -158,7 +168,7 @@ class _Compiler:
 
     def dec_tagged(self, body: list[str], tagged: list[tuple[Field, str]], version: int) -> None:
         for f, var in tagged:
-            body.append(f"{var} = {f.default(version)!r}")
+            body.append(f"{var} = {_lit(f.default(version))}")
         body.append("nt, pos = _uv(buf, pos)")
         if not tagged:
             body.append("for _ in range(nt):")
@@ -246,6 +256,11 @@ class _Compiler:
     def dec_prim(
         self, body: list[str], ind: str, typ: str, nullable: bool, flexible: bool, var: str
     ) -> None:
+        if typ == "uuid":  # a uuid.UUID, the one type of ids past the codec
+            body.append(f"{ind}if pos + 16 > end: raise _Mal('uuid past end of frame')")
+            body.append(f"{ind}{var} = _UUID(bytes=bytes(buf[pos:pos + 16]))")
+            body.append(f"{ind}pos += 16")
+            return
         if typ in FIXED:
             s = self.const(struct.Struct(">" + FIXED[typ].code), "_S")
             body.append(f"{ind}{var}, = {s}.unpack_from(buf, pos)")
@@ -285,7 +300,7 @@ class _Compiler:
                 return
             fmt = ">" + "".join(FIXED[f.type].code for f in run)
             s = self.const(struct.Struct(fmt), "_S")
-            args = ", ".join(f"g({f.name!r}, {f.default(version)!r})" for f in run)
+            args = ", ".join(f"g({f.name!r}, {_lit(f.default(version))})" for f in run)
             body.append(f"out += {s}.pack({args})")
             run.clear()
 
@@ -294,14 +309,14 @@ class _Compiler:
                 continue
             if f.is_tagged(version, flexible):
                 tagged.append(f)
-            elif f.type in FIXED:
+            elif f.type in FIXED and f.type != "uuid":
                 run.append(f)
             else:
                 flush()
                 v = self.fresh("v")
                 dflt = f.default(version)
                 # encode-side defaults: no fresh list/dict per call ([] -> (), {} -> None)
-                expr = "()" if dflt == [] else "None" if isinstance(dflt, dict) else repr(dflt)
+                expr = "()" if dflt == [] else "None" if isinstance(dflt, dict) else _lit(dflt)
                 body.append(f"{v} = g({f.name!r}, {expr})")
                 self.enc_field(body, "", f, version, flexible, v, "out")
         flush()
@@ -323,11 +338,11 @@ class _Compiler:
                 raise ValueError("records cannot be a tagged field")
             v = self.fresh("v")
             dflt = f.default(version)
-            body.append(f"{v} = g({f.name!r}, {dflt!r})")
+            body.append(f"{v} = g({f.name!r}, {_lit(dflt)})")
             if dflt is None:
                 body.append(f"if {v} is not None:")
             else:
-                body.append(f"if {v} is not None and {v} != {dflt!r}:")
+                body.append(f"if {v} is not None and {v} != {_lit(dflt)}:")
             t = self.fresh("t")
             body.append(f"    {t} = bytearray()")
             self.enc_field(body, "    ", f, version, True, v, t)
@@ -397,6 +412,9 @@ class _Compiler:
     def enc_prim(
         self, body: list[str], ind: str, typ: str, nullable: bool, flexible: bool, v: str, o: str
     ) -> None:
+        if typ == "uuid":  # a uuid.UUID only: raw bytes here would be a caller's bug
+            body.append(f"{ind}{o} += {v}.bytes")
+            return
         if typ in FIXED:
             s = self.const(struct.Struct(">" + FIXED[typ].code), "_S")
             body.append(f"{ind}{o} += {s}.pack({v})")

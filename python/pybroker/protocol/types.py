@@ -6,14 +6,16 @@ form (int16/int32 length, -1 = null) and a *compact* form used in flexible
 versions (unsigned varint of length + 1, 0 = null). Flexible structs end with
 a tagged-field section: uvarint count, then (uvarint tag, uvarint size, data).
 
-Python values: ints for integer types, float for float64, bool, 16-byte
-``bytes`` for uuid, ``str`` for string, ``bytes`` for bytes, ``memoryview`` (on
+Python values: ints for integer types, float for float64, bool, ``uuid.UUID`` for
+uuid (the one type of topic ids past the codec: nothing else converts them),
+``str`` for string, ``bytes`` for bytes, ``memoryview`` (on
 decode) for records, lists for arrays, dicts for structs.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 
 from pybroker.protocol.errors import MalformedRequestError
@@ -24,6 +26,10 @@ INT32 = struct.Struct(">i")
 INT64 = struct.Struct(">q")
 UINT16 = struct.Struct(">H")
 UINT32 = struct.Struct(">I")
+
+
+#: the null topic id (Kafka's Uuid.ZERO_UUID)
+ZERO_UUID = uuid.UUID(int=0)
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,7 @@ FIXED: dict[str, FixedType] = {
         FixedType("int64", "q", 8, 0),
         FixedType("float64", "d", 8, 0.0),
         FixedType("bool", "?", 1, False),
-        FixedType("uuid", "16s", 16, bytes(16)),
+        FixedType("uuid", "16s", 16, ZERO_UUID),
     )
 }
 

@@ -28,6 +28,7 @@ from pybroker.security.acls import (
     PatternType,
     Permission,
     ResourceType,
+    WILDCARD,
 )
 from pybroker.security.store import SecurityStore
 
@@ -105,6 +106,43 @@ class Authorizer:
                 if entry.permission == Permission.ALLOW and entry.operation in wanted:
                     allowed = True
         return allowed
+
+    def authorize_any(self, principal: str, host: str, operation: Operation,
+                      resource_type: ResourceType) -> bool:
+        """May the principal do `operation` on some resource of the type (Kafka's
+        authorizeByResourceType, KIP-679: an idempotent producer with WRITE on any topic)?
+        Yes when an ALLOW binding for it is not covered by a DENY: a DENY on `*`, on the
+        same literal name, or on a prefix of the allowed name or prefix."""
+        if principal in self.super_users:
+            return True
+
+        def mine(entry: Entry) -> bool:
+            return entry.principal in (principal, "User:*") and entry.host in (host, "*") \
+                and entry.operation in (operation, Operation.ALL)
+
+        allows, denies = [], []
+        for pattern, entries in self.acls.items():
+            if pattern.resource_type != resource_type:
+                continue
+            for entry in entries:
+                if mine(entry):
+                    (denies if entry.permission == Permission.DENY else allows).append(pattern)
+        if not allows and not denies and not any(
+                p.resource_type == resource_type for p in self.acls):
+            return self.allow_if_no_acl
+
+        def denied(allow: Pattern) -> bool:
+            for deny in denies:
+                if deny.pattern_type == PatternType.LITERAL and deny.name == WILDCARD:
+                    return True
+                if deny.pattern_type == PatternType.PREFIXED and allow.name.startswith(deny.name):
+                    return True
+                if deny.pattern_type == allow.pattern_type == PatternType.LITERAL \
+                        and deny.name == allow.name:
+                    return True
+            return False
+
+        return any(not denied(allow) for allow in allows)
 
     # --- the ACL APIs ----------------------------------------------------------------
     def describe(self, flt: Filter) -> dict[Pattern, list[Entry]]:

@@ -7,21 +7,24 @@ topics from the request and return a `merge` that puts their errors
 (TOPIC_AUTHORIZATION_FAILED, ...) into the handler's response, so a request with
 one denied topic still succeeds for the others, as in Kafka. Metadata and the
 "every group / every offset" forms leave out what the principal may not describe.
-APIs without a check here (ApiVersions, the SASL requests) need no authorization."""
+
+Fail closed: a topic id that names no topic is answered here (UNKNOWN_TOPIC_ID, as
+Kafka) and never reaches the handler, which might resolve it a moment later; an API
+with no check here and not in NO_RESOURCE is refused (the connection closes)."""
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from pybroker.errors import ErrorCode
 from pybroker.security.acls import CLUSTER_NAME, Operation, ResourceType
+from pybroker.protocol.types import ZERO_UUID
 from pybroker.security.authorizer import Authorizer
 
 Body = dict[str, Any]
-Allowed = Callable[[Operation, ResourceType, str], bool]
 
 TOPIC, GROUP, CLUSTER, TXN = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
                               ResourceType.TRANSACTIONAL_ID)
@@ -30,12 +33,31 @@ TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 TXN_DENIED = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+UNKNOWN_ID = int(ErrorCode.UNKNOWN_TOPIC_ID)
+NOT_ATTEMPTED = int(ErrorCode.OPERATION_NOT_ATTEMPTED)
+NO_OPERATIONS = -2147483648
+
+#: APIs that name nothing an ACL guards (Kafka authorizes none of them): the SASL
+#: exchange and ApiVersions come before authentication, DescribeCluster tells no secret
+NO_RESOURCE = frozenset({17, 18, 36, 60})
 
 
-#: topic id -> name (or None), for the APIs that name topics by id (Fetch v13+,
-#: DeleteTopics v6+); set per request by authorize_request
-RESOLVE: contextvars.ContextVar[Callable[[Any], str | None]] = contextvars.ContextVar(
-    "RESOLVE", default=lambda topic_id: None)
+@dataclasses.dataclass(frozen=True)
+class Allowed:
+    """What a check asks: may the principal do `op` on a resource (called), may it do
+    `op` on some resource of a type (`any`), and which topic a request's topic id names
+    (`topic_name`: MetadataCache.topic_name, the resolver the handlers use too)."""
+
+    authorizer: Authorizer
+    principal: str
+    host: str
+    topic_name: Callable[[uuid.UUID], str | None]
+
+    def __call__(self, op: Operation, rtype: ResourceType, name: str) -> bool:
+        return self.authorizer.authorize(self.principal, self.host, op, rtype, name)
+
+    def any(self, op: Operation, rtype: ResourceType) -> bool:
+        return self.authorizer.authorize_any(self.principal, self.host, op, rtype)
 
 
 @dataclasses.dataclass
@@ -85,18 +107,20 @@ def _partitions(t: Body, key: str, code: int, **fields: Any) -> list[Body]:
 
 
 def check(authorizer: Authorizer, principal: str, host: str, api_key: int, version: int,
-          body: Body) -> Decision | None:
-    def allowed(op: Operation, rtype: ResourceType, name: str) -> bool:
-        return authorizer.authorize(principal, host, op, rtype, name)
-
+          body: Body, topic_name: Callable[[uuid.UUID], str | None]) -> Decision | None:
     fn = CHECKS.get(api_key)
-    return fn(allowed, version, body) if fn is not None else None
+    if fn is None:
+        if api_key in NO_RESOURCE:
+            return None
+        # an API nobody said how to authorize is refused, not let through
+        return Decision(close=True, denied=True)
+    return fn(Allowed(authorizer, principal, host, topic_name), version, body)
 
 
 # --- per API ------------------------------------------------------------------------------
 def _produce(allowed: Allowed, version: int, body: Body) -> Decision | None:
-    txn = body.get("transactional_id")
-    code = TXN_DENIED if txn and not allowed(Op.WRITE, TXN, txn) else TOPIC_DENIED
+    txn = body["transactional_id"] if version >= 3 else None  # (from v3; checked when set)
+    code = TXN_DENIED if txn is not None and not allowed(Op.WRITE, TXN, txn) else TOPIC_DENIED
     ok = (lambda n: False) if code == TXN_DENIED else (lambda n: allowed(Op.WRITE, TOPIC, n))
 
     def entry(t: Body) -> Body:
@@ -112,35 +136,34 @@ def _produce(allowed: Allowed, version: int, body: Body) -> Decision | None:
     return decision
 
 
+def _fetch_error(t: Body, code: int) -> Body:
+    return {"topic": t["topic"], "topic_id": t["topic_id"], "partitions": [
+        {"partition_index": p["partition"], "error_code": code, "high_watermark": -1,
+         "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+         "preferred_read_replica": -1, "records": b""} for p in t["partitions"]]}
+
+
 def _fetch(allowed: Allowed, version: int, body: Body) -> Decision | None:
-    follower = body.get("replica_id", -1) >= 0
-    if follower and not allowed(Op.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
-        return Decision(response={"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
-                                  "session_id": 0, "responses": []}, denied=True)
-    if follower:
+    """A consumer needs READ on each topic, a follower CLUSTER_ACTION (without it each of
+    its partitions is TOPIC_AUTHORIZATION_FAILED, as Kafka). v13+ names topics by id: an
+    id that names no topic is UNKNOWN_TOPIC_ID, answered here, never passed on."""
+    replica = body["replica_state"]["replica_id"] if version >= 15 else body["replica_id"]
+    follower_ok = replica >= 0 and allowed(Op.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
+    keep, extra, denied = [], [], False
+    for t in body["topics"] or []:
+        name = allowed.topic_name(t["topic_id"]) if version >= 13 else t["topic"]
+        if name is None:
+            extra.append(_fetch_error(t, UNKNOWN_ID))
+        elif follower_ok or (replica < 0 and allowed(Op.READ, TOPIC, name)):
+            keep.append(t)
+        else:
+            extra.append(_fetch_error(t, TOPIC_DENIED))
+            denied = True
+    if not extra:
         return None
-
-    def entry(t: Body) -> Body:
-        return {"topic": t.get("topic"), "topic_id": t.get("topic_id"), "partitions": [
-            {"partition_index": p["partition"], "error_code": TOPIC_DENIED,
-             "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
-             "records": b""} for p in t["partitions"]]}
-
-    def ok(t: Body) -> bool:
-        # v13+ names topics by id; an id this broker does not know is the handler's
-        # UNKNOWN_TOPIC_ID, not an authorization question
-        name = t["topic"] if version <= 12 else RESOLVE.get()(t["topic_id"])
-        return name is None or allowed(Op.READ, TOPIC, name)
-
-    keep, drop = _split(body["topics"] or [], lambda t: t, ok)
-    if not drop:
-        return None
-    extra = [entry(t) for t in drop]
-    if not keep:
-        return Decision(response={"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
-                                  "responses": extra}, denied=True)
+    # the handler still runs (with what is left, maybe nothing): a fetch session moves on
     body["topics"] = keep
-    return Decision(merge=_merge_into("responses", extra), denied=True)
+    return Decision(merge=_merge_into("responses", extra), denied=denied)
 
 
 def _list_offsets(allowed: Allowed, version: int, body: Body) -> Decision | None:
@@ -151,6 +174,11 @@ def _list_offsets(allowed: Allowed, version: int, body: Body) -> Decision | None
                         {"throttle_time_ms": 0})
 
 
+def _metadata_error(name: str | None, topic_id: uuid.UUID, code: int) -> Body:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
+            "partitions": [], "topic_authorized_operations": NO_OPERATIONS}
+
+
 def _metadata(allowed: Allowed, version: int, body: Body) -> Decision | None:
     def describable(response: Body) -> None:
         response["topics"] = [t for t in response["topics"]
@@ -159,23 +187,60 @@ def _metadata(allowed: Allowed, version: int, body: Body) -> Decision | None:
     requested = body["topics"]
     if requested is None or (version == 0 and not requested):
         return Decision(merge=describable)
-    if any(t.get("name") is None for t in requested):
-        # v10+ looks topics up by id: what the principal may not describe is left out
-        return Decision(merge=describable)
-    keep, drop = _split(requested, lambda t: t["name"], lambda n: allowed(Op.DESCRIBE, TOPIC, n))
-    if version >= 4 and body.get("allow_auto_topic_creation") and not allowed(
+    keep, extra = [], []
+    for t in requested:
+        if t["name"] is not None:
+            if allowed(Op.DESCRIBE, TOPIC, t["name"]):
+                keep.append(t)
+            else:
+                extra.append(_metadata_error(t["name"], ZERO_UUID, TOPIC_DENIED))
+            continue
+        # by id (KIP-516): unknown is UNKNOWN_TOPIC_ID; a known id the principal may not
+        # describe is TOPIC_AUTHORIZATION_FAILED without its name (as Kafka)
+        name = allowed.topic_name(t["topic_id"])
+        if name is None:
+            extra.append(_metadata_error(None, t["topic_id"], UNKNOWN_ID))
+        elif allowed(Op.DESCRIBE, TOPIC, name):
+            keep.append(t)
+        else:
+            extra.append(_metadata_error(None, t["topic_id"], TOPIC_DENIED))
+    if version >= 4 and body["allow_auto_topic_creation"] and not allowed(
             Op.CREATE, CLUSTER, CLUSTER_NAME):
         body["allow_auto_topic_creation"] = all(allowed(Op.CREATE, TOPIC, t["name"])
-                                                for t in keep)
-    if not drop:
+                                                for t in keep if t["name"] is not None)
+    if not extra:
         return None
     body["topics"] = keep
-    extra = [{"error_code": TOPIC_DENIED, "name": t["name"], "is_internal": False,
-              "partitions": [], "topic_authorized_operations": -2147483648} for t in drop]
+    denied = any(e["error_code"] == TOPIC_DENIED for e in extra)
     if keep:
-        return Decision(merge=_merge_into("topics", extra), denied=True)
+        return Decision(merge=_merge_into("topics", extra), denied=denied)
     # v1+: [] is "no topics" (the brokers still come back); v0's "every topic" is replaced
-    return Decision(merge=lambda response: response.update(topics=extra), denied=True)
+    return Decision(merge=lambda response: response.update(topics=extra), denied=denied)
+
+
+def _describe_topic_partitions(allowed: Allowed, version: int, body: Body
+                               ) -> Decision | None:
+    if not body["topics"]:  # every topic: those it may describe
+        def describable(response: Body) -> None:
+            response["topics"] = [t for t in response["topics"]
+                                  if allowed(Op.DESCRIBE, TOPIC, t["name"])]
+        return Decision(merge=describable)
+    return _topic_level(body, "topics", "topics", "name",
+                        lambda n: allowed(Op.DESCRIBE, TOPIC, n),
+                        lambda t: _metadata_error(t["name"], ZERO_UUID, TOPIC_DENIED),
+                        {"throttle_time_ms": 0, "next_cursor": None})
+
+
+def _offset_for_leader_epoch(allowed: Allowed, version: int, body: Body) -> Decision | None:
+    # brokers ask with CLUSTER_ACTION, consumers (KIP-320) with DESCRIBE on the topic
+    if allowed(Op.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+        return None
+    return _topic_level(body, "topics", "topics", "topic",
+                        lambda n: allowed(Op.DESCRIBE, TOPIC, n),
+                        lambda t: {"topic": t["topic"], "partitions": [
+                            {"partition": p["partition"], "error_code": TOPIC_DENIED,
+                             "leader_epoch": -1, "end_offset": -1} for p in t["partitions"]]},
+                        {"throttle_time_ms": 0})
 
 
 def _group_whole(op: Operation, response: Body) -> Callable[[Allowed, int, Body],
@@ -254,8 +319,8 @@ def _offset_fetch(allowed: Allowed, version: int, body: Body) -> Decision | None
 
 
 def _find_coordinator(allowed: Allowed, version: int, body: Body) -> Decision | None:
-    txn = body.get("key_type", 0) == 1
-    key = body.get("key", "")
+    txn = body["key_type"] == 1
+    key = body["key"]
     if allowed(Op.DESCRIBE, TXN if txn else GROUP, key):
         return None
     code = TXN_DENIED if txn else GROUP_DENIED
@@ -311,24 +376,30 @@ def _create_topics(allowed: Allowed, version: int, body: Body) -> Decision | Non
 
 
 def _delete_topics(allowed: Allowed, version: int, body: Body) -> Decision | None:
-    if version >= 6:  # names or ids
-        def ok(t: Body) -> bool:
-            name = t["name"] if t.get("name") is not None else RESOLVE.get()(t["topic_id"])
-            return name is None or allowed(Op.DELETE, TOPIC, name)
-
-        keep, drop = _split(body["topics"] or [], lambda t: t, ok)
-        if not drop:
-            return None
-        extra = [{"name": t.get("name"), "topic_id": t.get("topic_id"),
-                  "error_code": TOPIC_DENIED} for t in drop]
-        if not keep:
-            return Decision(response={"throttle_time_ms": 0, "responses": extra}, denied=True)
-        body["topics"] = keep
-        return Decision(merge=_merge_into("responses", extra), denied=True)
-    return _topic_level(body, "topic_names", "responses", "",
-                        lambda n: allowed(Op.DELETE, TOPIC, n),
-                        lambda n: {"name": n, "error_code": TOPIC_DENIED},
-                        {"throttle_time_ms": 0})
+    if version < 6:
+        return _topic_level(body, "topic_names", "responses", "",
+                            lambda n: allowed(Op.DELETE, TOPIC, n),
+                            lambda n: {"name": n, "error_code": TOPIC_DENIED},
+                            {"throttle_time_ms": 0})
+    keep, extra, denied = [], [], False
+    for t in body["topics"] or []:
+        name = t["name"] if t["name"] is not None else allowed.topic_name(t["topic_id"])
+        if name is None:
+            extra.append({"name": None, "topic_id": t["topic_id"], "error_code": UNKNOWN_ID,
+                          "error_message": "Topic id not found."})
+        elif allowed(Op.DELETE, TOPIC, name):
+            keep.append(t)
+        else:
+            # by id, the name is told only to who may describe the topic (as Kafka)
+            told = name if t["name"] is not None or allowed(Op.DESCRIBE, TOPIC, name) else None
+            extra.append({"name": told, "topic_id": t["topic_id"], "error_code": TOPIC_DENIED})
+            denied = True
+    if not extra:
+        return None
+    if not keep:
+        return Decision(response={"throttle_time_ms": 0, "responses": extra}, denied=denied)
+    body["topics"] = keep
+    return Decision(merge=_merge_into("responses", extra), denied=denied)
 
 
 def _create_partitions(allowed: Allowed, version: int, body: Body) -> Decision | None:
@@ -368,24 +439,72 @@ def _configs(op: Operation, resp_key: str) -> Callable[[Allowed, int, Body], Dec
 
 def _init_producer_id(allowed: Allowed, version: int, body: Body) -> Decision | None:
     txn = body["transactional_id"]
-    if txn:
+    if txn is not None:
         ok, code = allowed(Op.WRITE, TXN, txn), TXN_DENIED
     else:
-        ok, code = allowed(Op.IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME), CLUSTER_DENIED
+        # KIP-679: IDEMPOTENT_WRITE on the cluster, or WRITE on any topic
+        ok = allowed(Op.IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME) or allowed.any(Op.WRITE, TOPIC)
+        code = CLUSTER_DENIED
     if ok:
         return None
     return Decision(response={"throttle_time_ms": 0, "error_code": code, "producer_id": -1,
                               "producer_epoch": -1}, denied=True)
 
 
-def _txn_whole(response: Callable[[Body], Body]) -> Callable[[Allowed, int, Body],
-                                                             Decision | None]:
+def _txn_whole(field: str, response: Callable[[Body], Body]) -> Callable[
+        [Allowed, int, Body], Decision | None]:
     def fn(allowed: Allowed, version: int, body: Body) -> Decision | None:
-        txn = body.get("transactional_id") or body.get("v3_and_below_transactional_id")
-        if txn is None or allowed(Op.WRITE, TXN, txn):
+        if allowed(Op.WRITE, TXN, body[field]):
             return None
         return Decision(response=response(body), denied=True)
     return fn
+
+
+def _add_partitions_to_txn(allowed: Allowed, version: int, body: Body) -> Decision | None:
+    """WRITE on the transactional id, then on each topic: one topic denied fails the
+    whole request, the others OPERATION_NOT_ATTEMPTED (as Kafka)."""
+    topics = body["v3_and_below_topics"] or []
+
+    def answer(code_of: Callable[[str], int]) -> Decision:
+        return Decision(response={"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
+            {"name": t["name"], "results_by_partition": [
+                {"partition_index": p, "partition_error_code": code_of(t["name"])}
+                for p in t["partitions"]]} for t in topics]}, denied=True)
+
+    if not allowed(Op.WRITE, TXN, body["v3_and_below_transactional_id"]):
+        return answer(lambda name: TXN_DENIED)
+    denied = {t["name"] for t in topics if not allowed(Op.WRITE, TOPIC, t["name"])}
+    if not denied:
+        return None
+    return answer(lambda name: TOPIC_DENIED if name in denied else NOT_ATTEMPTED)
+
+
+def _add_offsets_to_txn(allowed: Allowed, version: int, body: Body) -> Decision | None:
+    if not allowed(Op.WRITE, TXN, body["transactional_id"]):
+        code = TXN_DENIED
+    elif not allowed(Op.READ, GROUP, body["group_id"]):
+        code = GROUP_DENIED
+    else:
+        return None
+    return Decision(response={"throttle_time_ms": 0, "error_code": code}, denied=True)
+
+
+def _txn_offset_commit(allowed: Allowed, version: int, body: Body) -> Decision | None:
+    """WRITE on the transactional id and READ on the group, or every partition fails
+    with that error; then READ on each topic, the denied ones failing alone."""
+    if not allowed(Op.WRITE, TXN, body["transactional_id"]):
+        code = TXN_DENIED
+    elif not allowed(Op.READ, GROUP, body["group_id"]):
+        code = GROUP_DENIED
+    else:
+        return _topic_level(body, "topics", "topics", "name",
+                            lambda n: allowed(Op.READ, TOPIC, n),
+                            lambda t: {"name": t["name"], "partitions": _partitions(
+                                t, "partitions", TOPIC_DENIED)},
+                            {"throttle_time_ms": 0})
+    return Decision(response={"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": _partitions(t, "partitions", code)}
+        for t in body["topics"]]}, denied=True)
 
 
 def _cluster(op: Operation, response: Callable[[Body], Body]) -> Callable[
@@ -455,21 +574,18 @@ CHECKS: dict[int, Callable[[Allowed, int, Body], Decision | None]] = {
     20: _delete_topics,
     21: _delete_records,
     22: _init_producer_id,
-    24: _txn_whole(lambda b: {"throttle_time_ms": 0, "results_by_topic_v3_and_below": [
-        {"name": t["name"], "results_by_partition": [
-            {"partition_index": p, "partition_error_code": TXN_DENIED}
-            for p in t["partitions"]]} for t in b.get("v3_and_below_topics") or []]}),
-    25: _txn_whole(lambda b: {"throttle_time_ms": 0, "error_code": TXN_DENIED}),
-    26: _txn_whole(lambda b: {"throttle_time_ms": 0, "error_code": TXN_DENIED}),
+    23: _offset_for_leader_epoch,
+    24: _add_partitions_to_txn,
+    25: _add_offsets_to_txn,
+    26: _txn_whole("transactional_id", lambda b: {"throttle_time_ms": 0,
+                                                  "error_code": TXN_DENIED}),
     27: _cluster(Op.CLUSTER_ACTION, lambda b: {"markers": [
         {"producer_id": m["producer_id"], "topics": [
             {"name": t["name"], "partitions": [
                 {"partition_index": p, "error_code": CLUSTER_DENIED}
                 for p in t["partition_indexes"]]} for t in m["topics"]]}
         for m in b["markers"]]}),
-    28: _txn_whole(lambda b: {"throttle_time_ms": 0, "topics": [
-        {"name": t["name"], "partitions": _partitions(t, "partitions", TXN_DENIED)}
-        for t in b["topics"]]}),
+    28: _txn_offset_commit,
     29: _cluster(Op.DESCRIBE, lambda b: {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
                                         "error_message": "Cluster authorization failed.",
                                         "resources": []}),
@@ -485,7 +601,23 @@ CHECKS: dict[int, Callable[[Allowed, int, Body], Decision | None]] = {
                                          "error_code": CLUSTER_DENIED, "results": []}),
     37: _create_partitions,
     42: _delete_groups,
+    43: _cluster(Op.ALTER, lambda b: {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+                                     "replica_election_results": [
+        {"topic": t["topic"], "partition_result": [
+            {"partition_id": p, "error_code": CLUSTER_DENIED,
+             "error_message": "Cluster authorization failed."} for p in t["partitions"]]}
+        for t in b["topic_partitions"] or []]}),
     44: _configs(Op.ALTER_CONFIGS, "responses"),
+    45: _cluster(Op.ALTER, lambda b: {
+        "throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+        "error_message": "Cluster authorization failed.", "responses": [
+            {"name": t["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": CLUSTER_DENIED,
+                 "error_message": "Cluster authorization failed."} for p in t["partitions"]]}
+            for t in b["topics"]]}),
+    46: _cluster(Op.DESCRIBE, lambda b: {"throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
+                                        "error_message": "Cluster authorization failed.",
+                                        "topics": []}),
     47: _offset_delete,
     61: _describe_producers,
     65: _describe_transactions,
@@ -494,6 +626,7 @@ CHECKS: dict[int, Callable[[Allowed, int, Body], Decision | None]] = {
                                "member_id": None, "member_epoch": -1,
                                "heartbeat_interval_ms": 0, "assignment": None}),
     69: _consumer_group_describe,
+    75: _describe_topic_partitions,
     48: _cluster(Op.DESCRIBE_CONFIGS, lambda b: {
         "throttle_time_ms": 0, "error_code": CLUSTER_DENIED,
         "error_message": "Cluster authorization failed.", "entries": None}),
@@ -509,15 +642,14 @@ CHECKS: dict[int, Callable[[Allowed, int, Body], Decision | None]] = {
 
 
 async def authorize_request(authorizer: Authorizer, conn: Any, api_key: int, version: int,
-                            body: Body, metrics: Any, metadata: Any = None) -> Decision | None:
+                            body: Body, metrics: Any, metadata: Any) -> Decision | None:
     """The dispatcher's hook: the connection's principal against the request
-    (`metadata`: the cache topic ids are resolved to names with)."""
+    (`metadata`: the cache whose topic_name resolves the request's topic ids)."""
     await authorizer.ready()
-    if metadata is not None:
-        RESOLVE.set(lambda topic_id: getattr(metadata.topic_by_id(topic_id), "name", None))
     session = getattr(conn, "session", None)
     principal = session.principal if session is not None else "User:ANONYMOUS"
-    decision = check(authorizer, principal, conn.host, api_key, version, body)
+    decision = check(authorizer, principal, conn.host, api_key, version, body,
+                     metadata.topic_name)
     if decision is not None and decision.denied:
         metrics.authorization_failed()
     return decision

@@ -388,7 +388,7 @@ class ConsumerGroupCoordinator:
     def _owned(self, topic_partitions: list[Body] | None) -> set[tuple[uuid.UUID, int]] | None:
         if topic_partitions is None:
             return None
-        return {(uuid.UUID(bytes=bytes(tp["topic_id"])), p)
+        return {(tp["topic_id"], p)
                 for tp in topic_partitions for p in tp["partitions"] or []}
 
     def _reconcile(self, group: ConsumerGroup, member: ConsumerMember,
@@ -630,7 +630,7 @@ class ConsumerGroupCoordinator:
 
 
 def _wire_assignment(assignment: crec.Assignment) -> list[Body]:
-    return [{"topic_id": topic_id.bytes, "partitions": sorted(parts)}
+    return [{"topic_id": topic_id, "partitions": sorted(parts)}
             for topic_id, parts in sorted(assignment.items(), key=lambda kv: kv[0].bytes)
             if parts]
 

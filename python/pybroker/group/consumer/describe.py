@@ -40,7 +40,7 @@ def described_group(group: ConsumerGroup, topics: dict[str, tuple[uuid.UUID, int
 
 
 def _described(assignment: Assignment, names: dict[uuid.UUID, str]) -> list[Body]:
-    return [{"topic_id": topic_id.bytes, "topic_name": names.get(topic_id, ""),
+    return [{"topic_id": topic_id, "topic_name": names.get(topic_id, ""),
              "partitions": sorted(parts)}
             for topic_id, parts in sorted(assignment.items(), key=lambda kv: kv[0].bytes)
             if parts]
