@@ -1,15 +1,18 @@
 """Raw-socket pieces for the transaction log tests: a plain InitProducerId,
-transactional batches built by hand, WriteTxnMarkers v0, read_committed Fetch v4
-and ListOffsets v2 with an isolation level."""
+transactional batches built by hand, WriteTxnMarkers v1 (Kafka 4.0 has no v0; v1 is
+flexible, so encoded with pybroker's codec), read_committed Fetch v4 and ListOffsets
+v2 with an isolation level."""
 
 from __future__ import annotations
 
+import struct
 import time
 from dataclasses import dataclass
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from tests.integration.rawclient import RawClient, Reader, array, i8, i16, i32, i64, string
+from pybroker import protocol
+from tests.integration.rawclient import RawClient, Reader, array, i8, i32, i64, string
 
 INIT_PRODUCER_ID = 22
 WRITE_TXN_MARKERS = 27
@@ -45,23 +48,21 @@ def txn_batch(pid: int, epoch: int, seq: int, values: list[str],
 def write_markers(c: RawClient, pid: int, epoch: int, commit: bool,
                   partitions: list[tuple[str, int]], coordinator_epoch: int = 0
                   ) -> dict[tuple[str, int], int]:
-    """One WriteTxnMarkers v0 request with one marker; {(topic, partition): error}."""
+    """One WriteTxnMarkers v1 request with one marker; {(topic, partition): error}."""
     topics: dict[str, list[int]] = {}
     for t, p in partitions:
         topics.setdefault(t, []).append(p)
-    marker = (i64(pid) + i16(epoch) + i8(1 if commit else 0)
-              + array([string(t) + array([i32(p) for p in ps]) for t, ps in topics.items()])
-              + i32(coordinator_epoch))
-    r = Reader(c.request(WRITE_TXN_MARKERS, 0, array([marker])))
-    out: dict[tuple[str, int], int] = {}
-    for _ in range(r.i32()):
-        r.i64()
-        for _ in range(r.i32()):
-            t = r.string() or ""
-            for _ in range(r.i32()):
-                p = r.i32()
-                out[(t, p)] = r.i16()
-    return out
+    marker = {"producer_id": pid, "producer_epoch": epoch, "transaction_result": commit,
+              "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+              "coordinator_epoch": coordinator_epoch}
+    corr = c.next_corr()
+    c.send_raw(b"".join(bytes(part) for part in protocol.encode_request(
+        WRITE_TXN_MARKERS, 1, corr, "raw-test", {"markers": [marker]})))
+    got, rest = c.recv()
+    assert got == corr
+    _, answer = protocol.decode_response(WRITE_TXN_MARKERS, 1, struct.pack(">i", got) + rest)
+    return {(t["name"], p["partition_index"]): p["error_code"]
+            for m in answer["markers"] for t in m["topics"] for p in t["partitions"]}
 
 
 @dataclass

@@ -33,10 +33,13 @@ APPEND_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
     (_core.StorageError, ErrorCode.KAFKA_STORAGE_ERROR),
 )
 
-FIRST_SUPPORTED_VERSION = 3  # v0-2 carry message formats 0/1, which this broker does not store
 
 
-@handles(0, (0, 10))
+# Kafka 4.0 refuses v0-2 (KIP-896: message formats 0/1) by closing the connection, but
+# lists Produce from v0 in ApiVersions: librdkafka before 2.10 turns compression off
+# when the broker's Produce range does not start at 0 (KAFKA-18659,
+# ApiKeys.PRODUCE_API_VERSIONS_RESPONSE_MIN_VERSION)
+@handles(0, (3, 10), advertise_from=0)
 async def handle_produce(ctx: BrokerContext, request: Request) -> dict[str, Any] | None:
     body = request.body
     acks = body["acks"]
@@ -90,8 +93,6 @@ def append_partition(
 ) -> tuple[dict[str, Any], tuple[ReplicaPartition, int] | None]:
     """Append one partition's batches: (its answer, (partition, offset past the
     appended records) when something was appended)."""
-    if version < FIRST_SUPPORTED_VERSION:
-        return failed(ErrorCode.UNSUPPORTED_VERSION), None
     if acks not in (-1, 0, 1):
         return failed(ErrorCode.INVALID_REQUIRED_ACKS), None
     try:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pybroker.server.dispatch import Request
 
 
-@handles(27, (0, 1))
+@handles(27, (1, 1))  # v0 was removed in Kafka 4.0 (KIP-896)
 async def handle_write_txn_markers(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     markers = request.body["markers"]
     results: list[dict[tuple[str, int], ErrorCode]] = [{} for _ in markers]

@@ -154,7 +154,8 @@ def api_versions_body(error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
     return {
         "error_code": int(error),
         "api_keys": [
-            {"api_key": s.api_key, "min_version": s.min_version, "max_version": s.max_version}
+            {"api_key": s.api_key, "min_version": s.advertised[0],
+             "max_version": s.advertised[1]}
             for s in sorted(HANDLERS.values(), key=lambda s: s.api_key)
         ],
         "throttle_time_ms": 0,

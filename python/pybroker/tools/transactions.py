@@ -263,7 +263,7 @@ class Tool:
         leader = (await self.leaders([topic])).get((topic, partition), -1)
         if leader not in brokers:
             raise ToolError(f"{topic}-{partition} has no leader")
-        answer = await self._request(brokers[leader], WRITE_TXN_MARKERS, 0, {"markers": [{
+        answer = await self._request(brokers[leader], WRITE_TXN_MARKERS, 1, {"markers": [{
             "producer_id": producer_id, "producer_epoch": producer_epoch,
             "transaction_result": False, "coordinator_epoch": coordinator_epoch,
             "topics": [{"name": topic, "partition_indexes": [partition]}]}]})

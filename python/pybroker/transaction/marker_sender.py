@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS = 27
-WRITE_TXN_MARKERS_VERSION = 0
+WRITE_TXN_MARKERS_VERSION = 1
 RETRY_BACKOFF_S = 0.1
 RETRY_BACKOFF_MAX_S = 2.0
 #: a marker request waits for the ISR on the other side (up to 30 s there)

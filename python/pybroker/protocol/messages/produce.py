@@ -1,10 +1,10 @@
 """Produce (key 0): append record batches to partitions.
 
-The broker implements versions 3-10 (one layout) and answers 0-2 with
-UNSUPPORTED_VERSION, but all of 0-10 are declared so librdkafka keeps compression
-on. acks=0 requests get no response. Version 9 is flexible; 10 adds the tagged
-``current_leader`` and ``node_endpoints`` of KIP-951 (left at their defaults: no
-leader hint).
+The broker handles versions 3-10 (one layout); 0-2 are declared (their layout) and
+advertised, as Kafka 4.0 does so that librdkafka keeps compression on, but a request of
+one closes the connection (pybroker.handlers.produce). acks=0 requests get no
+response. Version 9 is flexible; 10 adds the tagged ``current_leader`` and
+``node_endpoints`` of KIP-951 (left at their defaults: no leader hint).
 """
 
 from pybroker.protocol.schema import Api, Array, Field, Struct

@@ -7,7 +7,7 @@ from pybroker.protocol.schema import Api, Array, Field
 API = Api(
     key=27,
     name="WriteTxnMarkers",
-    valid_versions=(0, 1),
+    valid_versions=(1, 1),  # v0 (non-flexible) was removed in Kafka 4.0
     flexible_versions="1+",
     request=[
         Array("markers", "0+", [
