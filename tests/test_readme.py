@@ -11,15 +11,23 @@ Two ways in, as the README gives them:
   directory of its own with `dist/` holding that wheel, and a PATH with no cargo or rustc
   on it -- so the wheel installs and runs with no Rust toolchain.
 
-The only change made to the README's text: its port, 9092, becomes a free one (and
-`pybroker serve` listens there). Lines of a block that are whole comments (`# k1 ...`)
-are the output the README promises: each must appear in that block's output."""
+Every block from `serve` on runs, in README order -- the cluster (a real ZooKeeper and
+three brokers in the background), the configuration, security and Spark sections
+included -- in a directory holding the repository's `config/`, as a fresh clone has it.
+The cluster blocks are left out only where ZooKeeper or Java is not installed, the Spark
+block only where pyspark or Java is not (the wheel's virtualenv has no `[spark]` extra).
+
+The only change made to the README's text and to `config/`: each port the README uses
+(9092, the cluster's, ZooKeeper's) becomes a free one. Lines of a block that are whole
+comments (`# k1 ...`) are the output the README promises: each must appear in that
+block's output."""
 
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -29,16 +37,25 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.zookeeper import unavailable_reason
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+CONFIG = ROOT / "config"
 README_PORT = "9092"
-#: the blocks after `serve`, in the order the README gives them
-AFTER_SERVE = ("quickstart", "quickstart-python", "quickstart-kcat", "tools",
-               "consumer-groups", "dump-log-segments")
+#: every port the README and config/ use: the broker's, the cluster's three and its
+#: ZooKeeper's, the SASL broker's
+README_PORTS = ("9092", "9191", "9192", "9193", "2181", "9094")
+#: the blocks that need a ZooKeeper (and Java), and the one that needs pyspark and Java
+CLUSTER_BLOCKS = ("cluster", "reassign", "cluster-stop")
+SPARK_BLOCKS = ("spark",)
+#: blocks before `serve`: the install
+INSTALL_BLOCKS = ("venv", "install-source", "install-wheel")
 #: installing the wheel's dependencies from PyPI into a fresh virtualenv
 INSTALL_TIMEOUT_S = 600
-#: everything after serve: a few tools, two perf tests, a group join or two
-WALKTHROUGH_TIMEOUT_S = 300
+#: everything after serve: tools, two perf tests, group joins, a ZooKeeper and three
+#: brokers, a SASL broker, a Spark session
+WALKTHROUGH_TIMEOUT_S = 900
 SERVE_START_TIMEOUT_S = 60
 SERVE_STOP_TIMEOUT_S = 30
 RUST_TOOLS = ("cargo", "rustc", "rustup")
@@ -64,22 +81,45 @@ def readme_blocks() -> dict[str, Block]:
     return blocks
 
 
+def after_serve(blocks: dict[str, Block]) -> list[str]:
+    """The names of the blocks after `serve`, in README order."""
+    names = list(blocks)
+    return names[names.index("serve") + 1:]
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def on_port(code: str, port: int) -> str:
-    return code.replace(f"127.0.0.1:{README_PORT}", f"127.0.0.1:{port}")
+def free_ports() -> dict[str, str]:
+    """README port -> a free port of this run, distinct ones."""
+    ports: dict[str, str] = {}
+    while len(set(ports.values())) < len(README_PORTS):
+        ports = {p: str(free_port()) for p in README_PORTS}
+    return ports
 
 
-def script(blocks: list[Block], port: int, prologue: str = "") -> str:
+def on_ports(text: str, ports: dict[str, str]) -> str:
+    pattern = re.compile(r"\b(" + "|".join(ports) + r")\b")
+    return pattern.sub(lambda m: ports[m.group(1)], text)
+
+
+def clone_config(workdir: Path, ports: dict[str, str]) -> None:
+    """The repository's config/ in `workdir`, on this run's ports."""
+    for source in CONFIG.rglob("*.properties"):
+        target = workdir / "config" / source.relative_to(CONFIG)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(on_ports(source.read_text(), ports))
+
+
+def script(blocks: list[Block], ports: dict[str, str], prologue: str = "") -> str:
     """One bash script of `blocks`, each announced on stdout and stderr."""
     parts = ["set -euo pipefail", prologue]
     for block in blocks:
         parts.append(f"echo '{MARK}{block.name}'; echo '{MARK}{block.name}' >&2")
-        parts.append(on_port(block.code, port))
+        parts.append(on_ports(block.code, ports))
     return "\n".join(parts) + "\n"
 
 
@@ -97,9 +137,24 @@ def by_block(text: str) -> dict[str, str]:
 
 def run_bash(code: str, cwd: Path, env: dict[str, str],
              timeout_s: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "--noprofile", "--norc", "-c", code], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout_s,
-                          stdin=subprocess.DEVNULL)
+    """`code` in a bash of its own process group; whatever it left running in the
+    background (a block that failed before stopping its brokers) is killed after."""
+    proc = subprocess.Popen(["bash", "--noprofile", "--norc", "-c", code], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the README's blocks ran over {timeout_s} s:\n{out[-3000:]}\n"
+                    f"{err[-3000:]}")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def wait_listening(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
@@ -116,22 +171,37 @@ def wait_listening(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
                 f"{log.read_text()}")
 
 
+def runnable(blocks: dict[str, Block], workdir: Path, env: dict[str, str],
+             activate: str) -> list[str]:
+    """The blocks after serve this machine can run (see the module's docstring)."""
+    names = after_serve(blocks)
+    if unavailable_reason() is not None:
+        names = [n for n in names if n not in CLUSTER_BLOCKS]
+    spark = run_bash(f"{activate}\npython -c 'import pyspark'", workdir, env, 60)
+    if spark.returncode != 0 or shutil.which("java", path=env.get("PATH")) is None:
+        names = [n for n in names if n not in SPARK_BLOCKS]
+    return names
+
+
 def walkthrough(blocks: dict[str, Block], workdir: Path, env: dict[str, str],
                 activate: str = "") -> subprocess.CompletedProcess[str]:
-    """`serve` in one shell, the blocks after it in another (both in `workdir`), checked."""
+    """`serve` in one shell, the blocks after it in another (both in `workdir`, which
+    gets the repository's config/), checked."""
     serve = blocks["serve"].code.strip()
-    assert serve == "pybroker serve", "the test runs the serve block on its own port"
-    port = free_port()
+    assert serve == "pybroker serve config/server.properties", serve
+    ports = free_ports()
+    clone_config(workdir, ports)
+    port = int(ports[README_PORT])
+    names = runnable(blocks, workdir, env, activate)
     log = workdir / "serve.log"
     with open(log, "wb") as out:
         server = subprocess.Popen(
-            ["bash", "--noprofile", "--norc", "-c",
-             f"{activate}\nexec {serve} --override listeners=PLAINTEXT://127.0.0.1:{port}"],
+            ["bash", "--noprofile", "--norc", "-c", f"{activate}\nexec {serve}"],
             cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL)
     try:
         wait_listening(server, port, log)
-        result = run_bash(script([blocks[name] for name in AFTER_SERVE], port, activate),
+        result = run_bash(script([blocks[name] for name in names], ports, activate),
                           workdir, env, WALKTHROUGH_TIMEOUT_S)
     finally:
         server.terminate()
@@ -140,18 +210,19 @@ def walkthrough(blocks: dict[str, Block], workdir: Path, env: dict[str, str],
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-    check_output(result, blocks)
+    check_output(result, blocks, names)
     assert server.returncode == 0, log.read_text()
     return result
 
 
-def check_output(result: subprocess.CompletedProcess[str], blocks: dict[str, Block]) -> None:
+def check_output(result: subprocess.CompletedProcess[str], blocks: dict[str, Block],
+                 names: list[str]) -> None:
     context = f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}"
     assert result.returncode == 0, context
     assert "Traceback" not in result.stderr, context
     assert not LIBRDKAFKA_LINE.search(result.stderr), context
     out, err = by_block(result.stdout), by_block(result.stderr)
-    for name in AFTER_SERVE:
+    for name in names:
         shown = out.get(name, "") + err.get(name, "")
         for line in blocks[name].expected_lines():
             assert line in shown.splitlines(), f"{name}: {line!r} not in\n{shown}"
@@ -163,6 +234,8 @@ def check_output(result: subprocess.CompletedProcess[str], blocks: dict[str, Blo
     # --dry-run given: no "--execute option is missing" warning, the new offsets shown
     assert "--execute option is missing" not in out["consumer-groups"] + err["consumer-groups"]
     assert "NEW-OFFSET" in out["consumer-groups"], out["consumer-groups"]
+    if "security" in names:  # the wrong password: the broker's reason, at once
+        assert "Invalid username or password" in err["security"], err["security"]
     dump = out["dump-log-segments"].splitlines()
     assert dump[:2] == ["Dumping pybroker-data/demo-0/00000000000000000000.log",
                         "Log starting offset: 0"], dump
@@ -170,12 +243,26 @@ def check_output(result: subprocess.CompletedProcess[str], blocks: dict[str, Blo
 
 def test_readme_blocks_are_all_there() -> None:
     blocks = readme_blocks()
-    for name in ("venv", "install-wheel", "install-source", "serve", *AFTER_SERVE):
+    for name in (*INSTALL_BLOCKS, "serve", "quickstart", "configuration", *CLUSTER_BLOCKS,
+                 "security", "tools", "tools-describe", "consumer-groups",
+                 "dump-log-segments", *SPARK_BLOCKS):
         assert name in blocks, f"README has no walkthrough block {name!r}"
-    # every command talks to the one broker the README starts
-    for name in AFTER_SERVE:
-        ports = set(re.findall(r"(?:127\.0\.0\.1|localhost):(\d+)", blocks[name].code))
-        assert ports <= {README_PORT}, (name, ports)
+    assert list(blocks)[:len(INSTALL_BLOCKS) + 1] == [*INSTALL_BLOCKS, "serve"]
+    # every command talks to a broker (or ZooKeeper) the README starts, on a port the
+    # test moves to a free one; so does every config file
+    texts = {name: blocks[name].code for name in after_serve(blocks)}
+    texts.update({str(p): p.read_text() for p in CONFIG.rglob("*.properties")})
+    for name, text in texts.items():
+        ports = set(re.findall(r"(?:127\.0\.0\.1|localhost|Port)[:=](\d+)", text))
+        assert ports <= set(README_PORTS), (name, ports)
+
+
+def test_the_wheel_block_says_what_to_do_without_a_wheel(tmp_path: Path) -> None:
+    """A fresh clone has no dist/: the wheel block says so instead of failing in pip."""
+    result = run_bash(script([readme_blocks()["install-wheel"]], free_ports()), tmp_path,
+                      dict(os.environ), 60)
+    assert result.returncode == 0, result.stderr
+    assert "no wheel in dist/: run ci/wheels first" in result.stdout, result.stdout
 
 
 @pytest.mark.timeout(WALKTHROUGH_TIMEOUT_S + 60)
@@ -222,8 +309,8 @@ def test_readme_from_the_top_with_the_wheel_and_no_rust(tmp_path: Path) -> None:
     env["PIP_ONLY_BINARY"] = ":all:"
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
 
-    installed = run_bash(script([blocks["venv"], blocks["install-wheel"]], 0), tmp_path, env,
-                         INSTALL_TIMEOUT_S)
+    installed = run_bash(script([blocks["venv"], blocks["install-wheel"]], free_ports()),
+                         tmp_path, env, INSTALL_TIMEOUT_S)
     assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
     assert f"pybroker {version}" in installed.stdout.splitlines(), installed.stdout[-2000:]
     where = run_bash(". .venv/bin/activate\npython -c 'import pybroker._core as c; "

@@ -36,7 +36,9 @@ def settle(args: argparse.Namespace) -> None:
     the default), check its form, and refuse at once when nothing listens there."""
     chosen = args.bootstrap_server or from_properties(args) or os.environ.get(ENV) or DEFAULT
     args.bootstrap_server = chosen
-    probe(parse(chosen))
+    addresses = parse(chosen)
+    if not getattr(args, "wait_for_brokers", 0):  # a wait for brokers still starting
+        probe(addresses)
 
 
 def from_properties(args: argparse.Namespace) -> str | None:
