@@ -619,6 +619,8 @@ def _bindings() -> list[AclBinding]:
             allow(allowed_by, rtype, prefix, op, prefixed=rtype != C)
         for rtype, op in getattr(row, "partial", ()):
             allow("bob", rtype, prefix, op, prefixed=True)
+    for user, rtype, op in CLIENT_ACLS:
+        allow(user, rtype, CLIENTS, op, prefixed=False)
     return out
 
 
@@ -658,11 +660,12 @@ def _setup(broker: Broker, port: int) -> Env:
             per_version = isinstance(row, Row) and row.per_version
             versions = _versions(row.api, getattr(row, "versions", None)) if per_version else [0]
             topics += [_resource(row, v) for v in versions]
-    for future in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
+    for future in admin.create_topics([NewTopic(t, 1, 1) for t in [*topics, CLIENTS]]).values():
         future.result(TIMEOUT_S)
     producer = Producer(_conf(port, "admin"))
     for t in topics:
         producer.produce(t, b"r")
+    producer.produce(CLIENTS, CLIENT_RECORD)
     assert producer.flush(TIMEOUT_S) == 0
     env = Env(broker, port, 0, {}, {})
     meta = env.request("admin", 3, 12, {"topics": [{"name": t} for t in topics],
@@ -748,3 +751,109 @@ def test_broker_advertises_the_table_the_matrix_enumerates(env: Env) -> None:
                                        "client_software_version": "1"})
     assert {a["api_key"]: (a["min_version"], a["max_version"])
             for a in reply["api_keys"]} == advertised()
+
+
+# --- real clients, the issue's case --------------------------------------------------------
+#: a topic bob may WRITE and DESCRIBE (and its group READ) but not READ; alice may READ
+CLIENTS = "mc-0"
+CLIENT_ACLS = (("alice", T, "READ"), ("alice", G, "READ"), ("bob", T, "WRITE"),
+               ("bob", T, "DESCRIBE"), ("bob", G, "READ"))
+CLIENT_RECORD = b"secret"
+
+
+def _confluent_read(port: int, user: str) -> tuple[bytes | None, str | None]:
+    """confluent-kafka 2.16 (librdkafka 2.x): assign() fetches with Fetch v13+, by id."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**_conf(port, user), "group.id": CLIENTS, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(CLIENTS, 0, 0)])
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                return None, msg.error().name()
+            return msg.value(), None
+        return None, "timed out"
+    finally:
+        consumer.close()
+
+
+def _kcat_read(port: int, user: str) -> tuple[bytes | None, str | None]:
+    """kcat 1.7 on Debian's librdkafka 2.0: Fetch v11, topics by name."""
+    import subprocess
+
+    run = subprocess.run(
+        ["kcat", "-C", "-b", f"127.0.0.1:{port}", "-X", "security.protocol=SASL_PLAINTEXT",
+         "-X", "sasl.mechanisms=PLAIN", "-X", f"sasl.username={user}",
+         "-X", f"sasl.password={user}-pw", "-t", CLIENTS, "-p", "0", "-o", "beginning",
+         "-c", "1", "-q"], capture_output=True, timeout=TIMEOUT_S + 30)
+    if run.returncode == 0:
+        return run.stdout.strip(), None
+    return None, run.stderr.decode(errors="replace")
+
+
+def _kafka_python_read(port: int, user: str) -> tuple[bytes | None, str | None]:
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.errors import KafkaError
+
+    consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", group_id=None,
+                             security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                             sasl_plain_username=user, sasl_plain_password=f"{user}-pw",
+                             enable_auto_commit=False, auto_offset_reset="earliest")
+    try:
+        consumer.assign([TopicPartition(CLIENTS, 0)])
+        consumer.seek(TopicPartition(CLIENTS, 0), 0)
+        deadline = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                batches = consumer.poll(timeout_ms=500)
+            except KafkaError as exc:
+                return None, type(exc).__name__
+            for records in batches.values():
+                return records[0].value, None
+        return None, "timed out"
+    finally:
+        consumer.close()
+
+
+def _aiokafka_read(port: int, user: str) -> tuple[bytes | None, str | None]:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.errors import KafkaError
+
+    async def read() -> tuple[bytes | None, str | None]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}",
+                                    security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                                    sasl_plain_username=user, sasl_plain_password=f"{user}-pw",
+                                    enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(CLIENTS, 0)])
+            consumer.seek(TopicPartition(CLIENTS, 0), 0)
+            msg = await asyncio.wait_for(consumer.getone(), TIMEOUT_S)
+            return msg.value, None
+        except KafkaError as exc:
+            return None, type(exc).__name__
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(read())
+
+
+READERS = {"confluent-kafka": _confluent_read, "kcat": _kcat_read,
+           "kafka-python": _kafka_python_read, "aiokafka": _aiokafka_read}
+
+
+@pytest.mark.parametrize("client", list(READERS))
+def test_real_clients_read_only_with_read(env: Env, client: str) -> None:
+    """The issue's case: WRITE and DESCRIBE on a topic do not let a consumer read it,
+    whether its client names the topic by id (confluent-kafka) or by name (kcat)."""
+    value, error = READERS[client](env.port, "bob")
+    assert value is None, f"bob read {value!r} through {client}"
+    assert error is not None and "authorization" in error.lower().replace("_", ""), error
+    value, error = READERS[client](env.port, "alice")
+    assert (value, error) == (CLIENT_RECORD, None)
