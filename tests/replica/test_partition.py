@@ -165,3 +165,15 @@ def test_a_joining_follower_holds_the_high_watermark_while_its_isr_write_is_out(
     assert p.high_watermark == 5
     p.isr_changed(joined, version=7)
     assert p.isr == [1, 2, 3] and p.pending_isr == []
+
+
+def test_a_fetch_offset_past_the_log_end_is_no_progress(tmp_path: Path) -> None:
+    """A follower cannot have more than the leader: such an offset (a confused or forged
+    replica fetch) must not move the high watermark over records nobody else has."""
+    p, _ = leader(tmp_path, [1, 2])
+    p.append_as_leader(batch(4), required_acks=-1)
+    p.record_follower_fetch(2, 1000)
+    assert p.high_watermark == 0
+    assert p.followers[2].log_end_offset == -1  # as before the fetch: unknown
+    p.record_follower_fetch(2, 4)
+    assert p.high_watermark == 4

@@ -116,6 +116,14 @@ def read_all(
                                 "preferred_read_replica": preferred})
                 errors = True  # answer now: the consumer has somewhere else to go
                 continue
+            if follower is not None and follower not in partition.followers:
+                # not a replica of this partition (Kafka's followerReplicaOrThrow): it
+                # reads nothing above the high watermark and its offset counts for nothing
+                errors = True
+                results.append(partition_error(index, ErrorCode.UNKNOWN_LEADER_EPOCH
+                                               if p["current_leader_epoch"] >= 0
+                                               else ErrorCode.NOT_LEADER_OR_FOLLOWER))
+                continue
             seen.append(partition)
             if follower is not None:
                 partition.record_follower_fetch(follower, p["fetch_offset"])

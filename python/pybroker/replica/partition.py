@@ -201,9 +201,12 @@ class ReplicaPartition:
 
     # --- the leader's view of its followers (Kafka's Partition.updateFollowerFetchState)
     def record_follower_fetch(self, broker_id: int, fetch_offset: int) -> None:
-        """A follower fetched from `fetch_offset`: it has everything below it."""
+        """A follower fetched from `fetch_offset`: it has everything below it. An
+        offset past our log end is no progress (the fetch is out of range, as in
+        Kafka, which updates a follower only after a read): it must not move the high
+        watermark over records the follower does not have."""
         follower = self.followers.get(broker_id)
-        if follower is None:
+        if follower is None or fetch_offset > self.log_end_offset:
             return
         now = _now_ms()
         leader_end = self.log_end_offset
