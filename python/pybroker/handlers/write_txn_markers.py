@@ -40,7 +40,9 @@ async def handle_write_txn_markers(ctx: BrokerContext, request: Request) -> dict
         {"producer_id": marker["producer_id"], "topics": [
             {"name": t["name"], "partitions": [
                 {"partition_index": p,
-                 "error_code": int(results[i].get((t["name"], p), ErrorCode.NONE))}
+                 # a partition without a result was not written: never reported as done
+                 "error_code": int(results[i].get((t["name"], p),
+                                                  ErrorCode.UNKNOWN_SERVER_ERROR))}
                 for p in t["partition_indexes"]]}
             for t in marker["topics"]]}
         for i, marker in enumerate(markers)]}
