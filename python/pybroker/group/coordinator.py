@@ -29,6 +29,7 @@ from pybroker.group.member import Member, Waiter
 from pybroker.group.offsets import OFFSETS_TOPIC, Appended, GroupStore, OffsetsTopic
 from pybroker.group.state import ANY_GROUP, Group, GroupState, InitialDelay, OffsetEntry
 from pybroker.group.txn_offsets import TxnData, TxnMarker, TxnOffsets
+from pybroker.phase_log import Tally
 
 if TYPE_CHECKING:
     from pybroker.admin.topics import TopicAdmin
@@ -110,6 +111,11 @@ class GroupCoordinator:
         #: offsets partition (None: the whole store) -> groups with a record that could
         #: not be read when it was loaded (ANY_GROUP: a record whose key could not be read)
         self.unreadable: dict[int | None, set[str]] = {}
+        #: the offsets partitions loaded in one burst (after a start, a failover): one
+        #: INFO line for them all
+        self.load_tally = Tally(log, lambda counts, partitions, seconds: (
+            f"loaded {counts['groups']} groups from {counts['records']} {OFFSETS_TOPIC} "
+            f"records of {partitions} partitions in {seconds:.2f} s"))
 
     @classmethod
     def for_broker(cls, config: BrokerConfig, metadata: MetadataCache, replicas: ReplicaManager,
@@ -163,11 +169,12 @@ class GroupCoordinator:
             for member in group.members.values():
                 member.finish_join(join_error(ErrorCode.NOT_COORDINATOR, member.member_id))
                 member.finish_sync(sync_error(ErrorCode.NOT_COORDINATOR))
-        log.info("no longer coordinating the groups of offsets partition %d", index)
+        log.debug("no longer coordinating the groups of offsets partition %d", index)
 
     # --- lifecycle ------------------------------------------------------------------
     def load(self, partition: int | None = None) -> None:
         """Rebuild groups and offsets from the store: one offsets partition's, or all."""
+        started = time.monotonic()
         metas: dict[str, rec.GroupValue | None] = {}
         offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
         # (group, what) whose latest record could not be read: what is a (topic,
@@ -250,8 +257,11 @@ class GroupCoordinator:
                 if group.members:
                     group.state = S.STABLE
             self.groups[group_id] = group
-        log.info("loaded %d groups from %d __consumer_offsets records%s", len(self.groups), count,
-                 "" if partition is None else f" of partition {partition}")
+        loaded = sum(1 for g in self.groups
+                     if partition is None or self.store.partition_of(g) == partition)
+        log.debug("loaded %d groups from %d __consumer_offsets records%s", loaded, count,
+                  "" if partition is None else f" of partition {partition}")
+        self.load_tally.add(time.monotonic() - started, groups=loaded, records=count)
         self.consumer.load(partition)
 
     def _replay_marker(self, marker: TxnMarker, partition: int | None,

@@ -8,6 +8,7 @@ import base64
 import logging
 import os
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from pybroker.coordination.base import TopicRecord
 from pybroker.log.checkpoint import read_checkpoint, write_checkpoint
 from pybroker.log.cleaner import Cleaner
 from pybroker.log.partition import Partition
+from pybroker.phase_log import Tally
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,8 @@ class LogManager:
         self._flushes_closed = 0
         #: the compaction scheduler, once run_schedulers started it
         self.cleaner: Cleaner | None = None
+        #: the logs opened in one burst (after a start, a new topic): one INFO line
+        self.open_tally = Tally(log, _opened_line)
 
     # --- lifecycle ---
     def startup(self) -> None:
@@ -74,6 +78,10 @@ class LogManager:
             self._write_meta(directory)
             marker = directory / CLEAN_SHUTDOWN_FILE
             self._clean[directory] = marker.exists()
+            if not marker.exists() and any(p.is_dir() for p in directory.iterdir()):
+                log.info("log dir %s was not shut down cleanly (no %s): its logs are "
+                         "recovered from their recovery points as they open", directory,
+                         CLEAN_SHUTDOWN_FILE)
             self._recovery_points[directory] = read_checkpoint(directory / RECOVERY_POINT_FILE)
             self._log_starts[directory] = read_checkpoint(directory / LOG_START_FILE)
             self._high_watermarks[directory] = read_checkpoint(directory / REPLICATION_FILE)
@@ -163,6 +171,9 @@ class LogManager:
         path.mkdir(parents=True, exist_ok=True)
         _write_partition_metadata(path, record.topic_id)
         self._topic_ids[key] = record.topic_id
+        clean = self._clean.get(directory, False)
+        size_before = _segment_bytes(path)
+        started = time.monotonic()
         partition = Partition(
             record.name,
             index,
@@ -170,10 +181,22 @@ class LogManager:
             topic_config(self.config, record),
             recovery_point=self._recovery_points.get(directory, {}).get(key, 0),
             log_start_offset=self._log_starts.get(directory, {}).get(key, 0),
-            clean_shutdown=self._clean.get(directory, False),
+            clean_shutdown=clean,
             high_watermark=self._high_watermarks.get(directory, {}).get(key, 0),
         )
         self.partitions[key] = partition
+        recovered = not clean and size_before > 0
+        truncated = max(0, size_before - _segment_bytes(path)) if recovered else 0
+        log.debug("opened %s in %.3f s (%d bytes%s)", name, time.monotonic() - started,
+                  size_before, f", recovered, {truncated} bytes truncated" if recovered else "")
+        if truncated:
+            log.warning("%s: truncated %d bytes of torn or corrupt data at the end of its log "
+                        "(an unclean shutdown); the records in them are gone from this "
+                        "replica (a follower fetches them again from its leader)", name,
+                        truncated)
+        self.open_tally.add(time.monotonic() - started, logs=1, bytes=size_before,
+                            recovered=int(recovered), truncated=truncated,
+                            truncated_logs=int(truncated > 0))
         return partition
 
     def _holds_other_topic(self, path: Path, record: TopicRecord) -> bool:
@@ -353,3 +376,21 @@ def _write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
         # whole, and one that cannot be read is refused, not taken for a missing one
         os.fsync(f.fileno())
     os.replace(tmp, target)
+
+
+def _segment_bytes(path: Path) -> int:
+    """The bytes of a partition dir's segment files (.log)."""
+    try:
+        return sum(entry.stat().st_size for entry in os.scandir(path)
+                   if entry.name.endswith(".log") and entry.is_file())
+    except OSError:
+        return 0
+
+
+def _opened_line(counts: dict[str, int], logs: int, seconds: float) -> str:
+    line = f"loaded {logs} logs ({counts['bytes']} bytes) in {seconds:.2f} s"
+    if counts["recovered"]:
+        line += (f"; {counts['recovered']} recovered after an unclean shutdown "
+                 f"({counts['truncated']} bytes truncated from {counts['truncated_logs']} "
+                 "of them)")
+    return line

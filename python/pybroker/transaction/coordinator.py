@@ -24,6 +24,7 @@ import anyio
 import anyio.abc
 
 from pybroker.errors import ErrorCode
+from pybroker.phase_log import Tally
 from pybroker.transaction import records
 from pybroker.transaction.log import TRANSACTION_STATE_TOPIC, TransactionLog
 from pybroker.transaction.marker_sender import MarkerSender
@@ -68,6 +69,12 @@ class TransactionCoordinator:
         self.sender: MarkerSender | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._queued: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        #: the partitions loaded in one burst (a start, a failover): one INFO line
+        self.load_tally = Tally(log, lambda counts, partitions, seconds: (
+            f"loaded {counts['ids']} transactional ids from {counts['records']} "
+            f"{TRANSACTION_STATE_TOPIC} records of {partitions} partitions in {seconds:.2f} s"
+            + (f"; completing {counts['completing']} prepared transactions"
+               if counts["completing"] else "")))
 
     def bind(self, ctx: BrokerContext) -> None:
         """The broker's context, for the markers (made after the coordinator)."""
@@ -135,8 +142,10 @@ class TransactionCoordinator:
             self.unreadable[index] = unreadable
         del self.loading[index]
         self.owned[index] = leader_epoch
-        log.info("coordinating %d transactional ids of %s-%d (coordinator epoch %d, %d records)",
-                 len(loaded), TRANSACTION_STATE_TOPIC, index, leader_epoch, count)
+        log.debug("coordinating %d transactional ids of %s-%d (coordinator epoch %d, %d "
+                  "records)", len(loaded), TRANSACTION_STATE_TOPIC, index, leader_epoch, count)
+        completing = sum(1 for md in loaded.values() if md.state in COMPLETING)
+        self.load_tally.add(ids=len(loaded), records=count, completing=completing)
         for md in loaded.values():
             if md.state in COMPLETING:
                 self._begin_complete(md, index, leader_epoch)

@@ -626,7 +626,7 @@ class ConsumerGroupCoordinator:
                 holder = self.parent.groups[group_id] = Group(group_id, self.parent.wall())
             holder.consumer = group
         if rebuilt:
-            log.info("loaded %d consumer groups", len(rebuilt))
+            log.debug("loaded %d consumer groups", len(rebuilt))
 
 
 def _wire_assignment(assignment: crec.Assignment) -> list[Body]:
