@@ -161,3 +161,40 @@ def test_create_topics_on_an_internal_name_is_ordinary(broker: Broker,
         c.close()
     assert got.offset == 1
     assert topic_shape(broker.bootstrap, OFFSETS) == (3, {1})
+
+
+PRODUCE, DELETE_RECORDS = 0, 21
+
+
+def produce_to(bootstrap: str, client_id: str, topic: str) -> dict:
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+        {"name": topic, "partition_data": [
+            # a key of a version no loader knows (ignored, as Kafka's loaders do)
+            {"index": 0, "records": rawclient.build_batch([rawclient.Rec(
+                b"forged", key=b"\x7f\xff")])}]}]}
+    with ProtoClient(bootstrap, client_id=client_id) as pc:
+        [topic_answer] = pc.request(PRODUCE, 8, body)["responses"]  # v8+: error_message
+    [answer] = topic_answer["partition_responses"]
+    return answer
+
+
+@pytest.mark.parametrize("name", [OFFSETS, TXN_STATE])
+def test_clients_cannot_append_to_or_delete_from_internal_topics(broker: Broker,
+                                                                 name: str) -> None:
+    """Group offsets and transaction state (producer epochs) are written by their
+    coordinators only: a client's Produce is INVALID_TOPIC_EXCEPTION (Kafka's "Cannot
+    append to internal topic", its admin tools' client id excepted), DeleteRecords
+    too."""
+    with rawclient.RawClient(broker.bootstrap) as rc:
+        rawclient.metadata_v4(rc, [name], True)
+        end = rc.high_watermark(name)
+    answer = produce_to(broker.bootstrap, "forger", name)
+    assert answer["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION, answer
+    assert answer["error_message"] == f"Cannot append to internal topic {name}"
+    with ProtoClient(broker.bootstrap) as pc:
+        [topic] = pc.request(DELETE_RECORDS, 1, {"timeout_ms": 5000, "topics": [
+            {"name": name, "partitions": [{"partition_index": 0, "offset": -1}]}]})["topics"]
+    assert topic["partitions"][0]["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
+    with rawclient.RawClient(broker.bootstrap) as rc:
+        assert rc.high_watermark(name) == end
+    assert produce_to(broker.bootstrap, "__admin_client", name)["error_code"] == 0

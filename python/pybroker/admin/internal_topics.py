@@ -36,6 +36,9 @@ from pybroker.config import BrokerConfig
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+#: the client id of Kafka's admin tools (AdminUtils.ADMIN_CLIENT_ID): the only client
+#: whose Produce may append to an internal topic
+ADMIN_CLIENT_ID = "__admin_client"
 
 
 @dataclass(frozen=True)

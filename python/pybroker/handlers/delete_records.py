@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pybroker.admin.internal_topics import INTERNAL_TOPICS
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
 
@@ -51,6 +52,10 @@ async def handle_delete_records(ctx: BrokerContext, request: Request) -> dict[st
 
 async def delete_partition(ctx: BrokerContext, topic: str, index: int, offset: int
                            ) -> tuple[ErrorCode, int]:
+    if topic in INTERNAL_TOPICS:
+        # group offsets and transaction state are never cut from the front (Kafka's
+        # "Cannot delete records of internal topic")
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, INVALID_LOW_WATERMARK
     try:
         partition = ctx.replicas.leader_for(topic, index)
     except KafkaError as exc:

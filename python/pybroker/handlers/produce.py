@@ -10,6 +10,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from pybroker import _core
+from pybroker.admin.internal_topics import ADMIN_CLIENT_ID, INTERNAL_TOPICS
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
 
@@ -46,10 +47,17 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> dict[str, Any]
     responses = []
     # acks=all appends that wait for the ISR: (partition, offset to reach, its answer)
     waiting: list[tuple[ReplicaPartition, int, dict[str, Any]]] = []
+    # the internal topics hold group offsets and transaction state (producer epochs):
+    # only their coordinators write them, and Kafka's admin tools (its client id)
+    internal_allowed = request.header.client_id == ADMIN_CLIENT_ID
     for topic in body["topic_data"]:
         name = topic["name"]
         partitions = []
         for p in topic["partition_data"]:
+            if name in INTERNAL_TOPICS and not internal_allowed:
+                partitions.append({"index": p["index"], **failed(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {name}")})
+                continue
             answer, appended = append_partition(ctx, request.version, acks, name, p)
             answer = {"index": p["index"], **answer}
             if appended is not None and acks == -1:
