@@ -230,11 +230,11 @@ def clients(bootstrap: str, topic: str) -> None:
 
 def raw_requests(bootstrap: str, topic: str, advertised: dict[int, tuple[int, int]]) -> None:
     """Requests no client above sends, each at every advertised version of its API."""
-    def fetch(isolation_level: int) -> dict[str, Any]:
+    def fetch(isolation_level: int, offset: int = 0) -> dict[str, Any]:
         return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
                 "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": topic, "topic_id": uuid.UUID(int=0), "partitions": [
-                    {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                    {"partition": p, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
                      "current_leader_epoch": -1, "last_fetched_epoch": -1,
                      "log_start_offset": -1} for p in (0, 9)]}],
                 "forgotten_topics_data": [], "rack_id": ""}
@@ -321,7 +321,8 @@ def raw_requests(bootstrap: str, topic: str, advertised: dict[int, tuple[int, in
               "include_synonyms": True, "include_documentation": True}),
         (18, {"client_software_name": "t", "client_software_version": "1"}),
     ]
-    probes += [(1, fetch(level)) for level in (0, 1)]
+    # (the last one past the log end: OFFSET_OUT_OF_RANGE)
+    probes += [(1, fetch(level)) for level in (0, 1)] + [(1, fetch(1, 10**12))]
     with ProtoClient(bootstrap) as pc:
         for api_key, body in probes:
             low, high = advertised[api_key]

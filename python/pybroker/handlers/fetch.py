@@ -129,7 +129,6 @@ def read_all(
                 partition.record_follower_fetch(follower, p["fetch_offset"])
             limit = min(p["partition_max_bytes"], max_bytes - total)
             records = None
-            code = ErrorCode.NONE
             # a reassignment's throttle (leader.replication.throttled.*) holds back
             # replicas out of the ISR while the rate is above its bound
             held = follower is not None and ctx.replicas.leader_throttled(partition, follower)
@@ -140,8 +139,11 @@ def read_all(
                                              committed_only=follower is None,
                                              read_committed=read_committed)
                 except _core.OffsetOutOfRangeError:
-                    code = ErrorCode.OFFSET_OUT_OF_RANGE
+                    # as Kafka's ReplicaManager (createLogReadResult): no offsets with
+                    # the error, -1 for the watermarks and the log start
+                    results.append(partition_error(index, ErrorCode.OFFSET_OUT_OF_RANGE))
                     errors = True
+                    continue
             if records is not None:
                 total += records.length
                 if follower is not None:
@@ -155,7 +157,7 @@ def read_all(
                            ] if records is not None else []
             results.append({
                 "partition_index": index,
-                "error_code": int(code),
+                "error_code": 0,
                 "high_watermark": hw,
                 "last_stable_offset": lso,
                 "log_start_offset": partition.log_start_offset,
