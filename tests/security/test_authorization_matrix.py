@@ -26,6 +26,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -34,6 +35,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from pybroker.handlers.registry import HANDLERS
 from pybroker.server.dispatch import api_versions_body
 from tests.conftest import Broker, external_bootstrap, free_port
 from tests.integration.protoclient import ProtoClient
@@ -279,10 +281,6 @@ ROWS: list[Row] = [
         _parts("responses", "partition_responses"),
         data=lambda r, v: all(c == 0 for c in _parts("responses", "partition_responses")(r, v)),
         partial=((T, "READ"), (T, "DESCRIBE")), versions=(3, 99), setup=True),
-    # (message formats 0 and 1: refused by the broker after the authorizer passes them)
-    Row(0, "topic WRITE (v0-2)", ((T, "WRITE"),), TOPIC_DENIED, _produce(False),
-        _parts("responses", "partition_responses"), partial=((T, "READ"), (T, "DESCRIBE")),
-        versions=(0, 2), setup=True, allowed_data=False),
     Row(0, "transactional id WRITE", ((T, "WRITE"), (X, "WRITE")), TXN_DENIED, _produce(True),
         _parts("responses", "partition_responses"),
         partial=((T, "WRITE"),), versions=(3, 99), setup=True, allowed_data=False),
@@ -528,8 +526,16 @@ def advertised() -> dict[int, tuple[int, int]]:
             for a in api_versions_body()["api_keys"]}
 
 
+def refused() -> list[tuple[int, int]]:
+    """Versions listed in ApiVersions that the broker answers by closing the connection
+    (Produce v0-2, as Kafka 4.0: listed for librdkafka's sake, KAFKA-18659)."""
+    return [(key, v) for key, spec in HANDLERS.items()
+            for v in range(advertised()[key][0], spec.min_version)]
+
+
 def _versions(api: int, limit: tuple[int, int] | None) -> list[int]:
     low, high = advertised()[api]
+    low = max(low, HANDLERS[api].min_version)
     if limit is not None:
         low, high = max(low, limit[0]), min(high, limit[1])
     return list(range(low, high + 1))
@@ -554,6 +560,7 @@ FILTERED_CASES = [pytest.param(f, v, id=f"{f.api}-v{v}") for f in FILTERED
 def test_every_advertised_version_has_a_row() -> None:
     covered = {(row.api, v) for row in ROWS for v in _versions(row.api, row.versions)}
     covered |= {(f.api, v) for f in FILTERED for v in _versions(f.api, None)}
+    covered |= set(refused())
     missing = [(api, v) for api, (low, high) in advertised().items() for v in range(low, high + 1)
                if (api, v) not in covered and api not in NAMES_NO_RESOURCE]
     assert not missing, f"advertised without an authorization row: {missing}"
@@ -621,6 +628,8 @@ def _bindings() -> list[AclBinding]:
             allow("bob", rtype, prefix, op, prefixed=True)
     for user, rtype, op in CLIENT_ACLS:
         allow(user, rtype, CLIENTS, op, prefixed=False)
+    for topic in SESSION_TOPICS.values():
+        allow("alice", T, topic, "READ", prefixed=False)
     return out
 
 
@@ -660,15 +669,17 @@ def _setup(broker: Broker, port: int) -> Env:
             per_version = isinstance(row, Row) and row.per_version
             versions = _versions(row.api, getattr(row, "versions", None)) if per_version else [0]
             topics += [_resource(row, v) for v in versions]
-    for future in admin.create_topics([NewTopic(t, 1, 1) for t in [*topics, CLIENTS]]).values():
+    others = [CLIENTS, *SESSION_TOPICS.values()]
+    for future in admin.create_topics([NewTopic(t, 1, 1) for t in [*topics, *others]]).values():
         future.result(TIMEOUT_S)
     producer = Producer(_conf(port, "admin"))
     for t in topics:
         producer.produce(t, b"r")
-    producer.produce(CLIENTS, CLIENT_RECORD)
+    for t in others:
+        producer.produce(t, CLIENT_RECORD)
     assert producer.flush(TIMEOUT_S) == 0
     env = Env(broker, port, 0, {}, {})
-    meta = env.request("admin", 3, 12, {"topics": [{"name": t} for t in topics],
+    meta = env.request("admin", 3, 12, {"topics": [{"name": t} for t in [*topics, *others]],
                                         "allow_auto_topic_creation": False})
     env.broker_id = meta["brokers"][0]["node_id"]
     env.topic_ids = {t["name"]: t["topic_id"] for t in meta["topics"]}
@@ -725,6 +736,13 @@ def test_listing_leaves_out_what_may_not_be_described(env: Env, row: Filtered,
     assert row.listed(env.request("alice", row.api, version, body), names)
 
 
+@pytest.mark.parametrize(("api", "version"), refused())
+def test_refused_versions_close_the_connection(env: Env, api: int, version: int) -> None:
+    """Before any authorization, and so for every principal."""
+    with pytest.raises(ConnectionError):
+        env.request("admin", api, version, _produce(False)(env.names(ROWS[0], 0), version))
+
+
 def _exists(env: Env, topic: str) -> bool:
     reply = env.request("admin", 3, 1, {"topics": [{"name": topic}]})
     return bool(reply["topics"][0]["error_code"] == 0)
@@ -751,6 +769,41 @@ def test_broker_advertises_the_table_the_matrix_enumerates(env: Env) -> None:
                                        "client_software_version": "1"})
     assert {a["api_key"]: (a["min_version"], a["max_version"])
             for a in reply["api_keys"]} == advertised()
+
+
+# --- fetch sessions -------------------------------------------------------------------------
+#: a topic alice may READ (until the test takes it away), per Fetch version
+SESSION_TOPICS = {12: "ms-12", 13: "ms-13"}
+
+
+@pytest.mark.parametrize("version", list(SESSION_TOPICS))
+def test_fetch_session_partitions_are_authorized_on_every_fetch(env: Env, version: int) -> None:
+    """An incremental fetch names no topics: the session's partitions are read. Each
+    is authorized again for whoever fetches (as Kafka), so another principal using the
+    session's id, or alice after her READ is taken away, reads nothing."""
+    topic = SESSION_TOPICS[version]
+    names = Names(topic, topic, topic, env.topic_ids[topic], env.broker_id)
+    full = env.request("alice", 1, version, _fetch_body(False)(names, version)
+                       | {"session_epoch": 0})
+    assert full["error_code"] == 0 and full["session_id"] != 0 and _fetched(full, version)
+    codes = _parts("responses", "partitions")
+
+    def incremental(user: str, epoch: int) -> dict[str, Any]:
+        return env.request(user, 1, version, {**_fetch_body(False)(names, version),
+                                              "session_id": full["session_id"],
+                                              "session_epoch": epoch, "topics": []})
+
+    hijack = incremental("bob", 1)
+    assert codes(hijack, version) == [TOPIC_DENIED] and not _fetched(hijack, version), hijack
+    again = incremental("alice", 2)
+    assert codes(again, version) == [0] and _fetched(again, version), again
+    admin = AdminClient(_conf(env.port, "admin"))
+    for future in admin.delete_acls([AclBindingFilter(
+            ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", None,
+            AclOperation.READ, AclPermissionType.ALLOW)]).values():
+        assert len(future.result(TIMEOUT_S)) == 1
+    revoked = incremental("alice", 3)
+    assert codes(revoked, version) == [TOPIC_DENIED] and not _fetched(revoked, version), revoked
 
 
 # --- real clients, the issue's case --------------------------------------------------------

@@ -20,6 +20,8 @@ from pybroker.errors import ErrorCode, KafkaError
 from pybroker.fetch.sessions import new_context
 from pybroker.handlers.registry import handles
 from pybroker.replica.selector import preferred_read_replica
+from pybroker.security.authorizer import authorizer_for
+from pybroker.security.checks import topic_reader
 
 if TYPE_CHECKING:
     from pybroker.handlers.context import BrokerContext
@@ -49,10 +51,23 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     # a consumer's incremental fetch leaves unread the partitions with nothing new (idle);
     # not with a rack, where the replica selector may send the consumer elsewhere
     quiet = ctx.replicas if follower is None and not rack else None
+    # a consumer's READ, asked again for every partition of its session (a follower's
+    # CLUSTER_ACTION was asked for the request)
+    may_read = topic_reader(authorizer_for(ctx.config, ctx.admin.backend),
+                            request.connection) if follower is None else None
     while True:
         requested, unknown, idle = session.topics(quiet)
+        denied = []
+        if may_read is not None:
+            denied = [t for t in requested if not may_read(t["topic"])]
+            requested = [t for t in requested if may_read(t["topic"])]
         topics, total, errors, partitions = read_all(ctx, body, follower, consumer_v11, rack,
                                                      requested)
+        if denied:
+            errors = True
+            topics += [{"topic": t["topic"], "partitions": [
+                partition_error(p["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for p in t["partitions"]]} for t in denied]
         partitions += idle
         remaining = deadline - time.monotonic()
         if total >= min_bytes or errors or unknown or remaining <= 0 or not partitions:

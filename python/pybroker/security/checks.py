@@ -23,6 +23,7 @@ from pybroker.errors import ErrorCode
 from pybroker.security.acls import CLUSTER_NAME, Operation, ResourceType
 from pybroker.protocol.types import ZERO_UUID
 from pybroker.security.authorizer import Authorizer
+from pybroker.security.session import ANONYMOUS
 
 Body = dict[str, Any]
 
@@ -641,14 +642,28 @@ CHECKS: dict[int, Callable[[Allowed, int, Body], Decision | None]] = {
 }
 
 
+def principal_of(conn: Any) -> str:
+    session = getattr(conn, "session", None)
+    return session.principal if session is not None else ANONYMOUS
+
+
+def topic_reader(authorizer: Authorizer | None, conn: Any) -> Callable[[str], bool] | None:
+    """May the connection's principal READ a topic; None without an authorizer. For the
+    Fetch handler: a fetch session's partitions are authorized again on every fetch (as
+    Kafka's), not only those the request names: an ACL taken away, or another principal
+    fetching with the session's id, reads nothing more."""
+    if authorizer is None:
+        return None
+    principal = principal_of(conn)
+    return lambda name: authorizer.authorize(principal, conn.host, Op.READ, TOPIC, name)
+
+
 async def authorize_request(authorizer: Authorizer, conn: Any, api_key: int, version: int,
                             body: Body, metrics: Any, metadata: Any) -> Decision | None:
     """The dispatcher's hook: the connection's principal against the request
     (`metadata`: the cache whose topic_name resolves the request's topic ids)."""
     await authorizer.ready()
-    session = getattr(conn, "session", None)
-    principal = session.principal if session is not None else "User:ANONYMOUS"
-    decision = check(authorizer, principal, conn.host, api_key, version, body,
+    decision = check(authorizer, principal_of(conn), conn.host, api_key, version, body,
                      metadata.topic_name)
     if decision is not None and decision.denied:
         metrics.authorization_failed()
