@@ -9,12 +9,21 @@ class CorruptRecordError(Exception):
     """A batch failed length/magic/CRC checks (Kafka CORRUPT_MESSAGE, 2)."""
 
 class InvalidRecordError(Exception):
-    """A batch is well formed but breaks a rule (Kafka INVALID_RECORD, 87)."""
+    """A batch is well formed but breaks a rule (Kafka INVALID_RECORD, 87).
+    When records of a batch broke per-record rules (a keyless record on a
+    compacted topic), `record_errors` lists (index in the batch, message) of each,
+    in order: the Produce response's record_errors (KIP-467)."""
+
+    record_errors: list[tuple[int, str]]
 
 class InvalidTimestampError(Exception):
     """A record (or batch max) timestamp is outside [now - timestamp_before_max_ms,
     now + timestamp_after_max_ms] on a CreateTime log, or a producer set the
-    LogAppendTime attribute (Kafka INVALID_TIMESTAMP, 32)."""
+    LogAppendTime attribute (Kafka INVALID_TIMESTAMP, 32). `record_errors` as in
+    InvalidRecordError when records were refused (any refused for its timestamp
+    makes the batch's error this one)."""
+
+    record_errors: list[tuple[int, str]]
 
 class UnsupportedCompressionTypeError(Exception):
     """A batch names a compression codec other than 0-4 (Kafka

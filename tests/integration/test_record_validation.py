@@ -301,3 +301,67 @@ def test_broker_timestamp_bounds_are_topic_defaults(broker_factory: BrokerFactor
                         INVALID_TIMESTAMP)
         assert_rejected(rc, topic_name, reframe(good(0), 1, timestamp_ms=now - 10 * 60_000),
                         INVALID_TIMESTAMP)
+
+
+# --- KIP-467: the refused records by index (Produce v8+) --------------------------------------
+def produce_v9(bootstrap: str, topic: str, batch: bytes) -> dict[str, object]:
+    """One Produce v9 of `batch` to partition 0: that partition's answer."""
+    from .test_kip848_errors import Client
+
+    answer = Client(bootstrap).call(0, 9, {
+        "transactional_id": None, "acks": -1, "timeout_ms": 10000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+    part: dict[str, object] = answer["responses"][0]["partition_responses"][0]
+    return part
+
+
+def refused_indexes(part: dict[str, object]) -> list[int]:
+    errors = part["record_errors"]
+    assert isinstance(errors, list)
+    return [e["batch_index"] for e in errors]
+
+
+def test_refused_records_are_named_by_index(broker: Broker, topic_name: str) -> None:
+    """As Kafka's LogValidator: the whole batch fails, record_errors lists every
+    keyless record of a compacted topic (its index and why), error_message sums up."""
+    create_topic(broker.bootstrap, topic_name, config={"cleanup.policy": "compact"})
+    keyless = {0, 3, 7}
+    records = b"".join(record(body(i, key=None if i in keyless else b"k")) for i in range(10))
+    part = produce_v9(broker.bootstrap, topic_name, reframe(records, 10))
+    assert part["error_code"] == INVALID_RECORD
+    assert refused_indexes(part) == [0, 3, 7]
+    assert all("without key" in e["batch_index_error_message"]
+               for e in part["record_errors"])  # type: ignore[attr-defined]
+    assert "3 record errors" in str(part["error_message"])
+    with RawClient(broker.bootstrap) as rc:
+        assert rc.high_watermark(topic_name) == 0, "no record of the batch is written"
+
+
+def test_refused_timestamps_are_named_by_index(broker: Broker, topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, config={
+        "message.timestamp.before.max.ms": "60000", "message.timestamp.after.max.ms": "60000"})
+    late = three(record(body(1, ts_delta=-10 * 60_000)))
+    part = produce_v9(broker.bootstrap, topic_name, late)
+    assert (part["error_code"], refused_indexes(part)) == (INVALID_TIMESTAMP, [1])
+    ok = produce_v9(broker.bootstrap, topic_name, reframe(good(0), 1))
+    assert (ok["error_code"], ok["record_errors"]) == (0, [])
+
+
+def test_librdkafka_fails_only_the_keyless_records(broker: Broker, topic_name: str) -> None:
+    """confluent-kafka's delivery reports (librdkafka's 0011_produce_batch): of one batch
+    of 100 to a compacted topic, the 10 without a key fail with INVALID_RECORD and the
+    others, refused with them, with _INVALID_DIFFERENT_RECORD."""
+    from confluent_kafka import KafkaError, Producer
+
+    create_topic(broker.bootstrap, topic_name, config={"cleanup.policy": "compact"})
+    reports: list[int] = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1000,
+                         "batch.num.messages": 1000, "message.timeout.ms": 20000})
+    for i in range(100):
+        producer.produce(topic_name, b"v%d" % i, key=None if i % 10 == 0 else b"k%d" % i,
+                         partition=0, on_delivery=lambda err, msg: reports.append(
+                             err.code() if err is not None else 0))
+    assert producer.flush(30) == 0
+    assert len(reports) == 100
+    assert reports.count(KafkaError.INVALID_RECORD) == 10
+    assert reports.count(KafkaError._INVALID_DIFFERENT_RECORD) == 90

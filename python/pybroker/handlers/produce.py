@@ -7,6 +7,7 @@ answers once the ISR has the records (see wait_for_isr)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from pybroker import _core
@@ -119,7 +120,7 @@ def append_partition(
     except Exception as exc:
         for kind, code in APPEND_ERRORS:
             if isinstance(exc, kind):
-                return failed(code, str(exc)), None
+                return failed(code, str(exc), getattr(exc, "record_errors", ())), None
         log.exception("append to %s-%d failed", topic, data["index"])
         return failed(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)), None
     ctx.metrics.record_produce(topic, len(records), result.record_count)
@@ -134,12 +135,16 @@ def append_partition(
     return answer, (partition, result.last_offset + 1)
 
 
-def failed(code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+def failed(code: ErrorCode, message: str | None = None,
+           record_errors: Iterable[tuple[int, str]] = ()) -> dict[str, Any]:
+    """A partition's refusal; `record_errors` are the (batch index, message) of the
+    records the log refused (KIP-467: the whole batch fails, these are named)."""
     return {
         "error_code": int(code),
         "base_offset": -1,
         "log_append_time_ms": -1,
         "log_start_offset": -1,
-        "record_errors": [],
+        "record_errors": [{"batch_index": index, "batch_index_error_message": text}
+                          for index, text in record_errors],
         "error_message": message,
     }

@@ -99,6 +99,22 @@ fn to_py_err(e: LogError) -> PyErr {
         LogError::Corrupt(_) => CorruptRecordError::new_err(msg),
         LogError::InvalidRecord(_) => InvalidRecordError::new_err(msg),
         LogError::InvalidTimestamp(_) => InvalidTimestampError::new_err(msg),
+        LogError::Records { timestamp, errors } => {
+            let err = if timestamp {
+                InvalidTimestampError::new_err(msg)
+            } else {
+                InvalidRecordError::new_err(msg)
+            };
+            // the bad records' (index, message): the Produce response's record_errors
+            let listed: Vec<(i32, String)> =
+                errors.into_iter().map(|e| (e.index, e.message)).collect();
+            Python::with_gil(|py| {
+                if let Err(e) = err.value(py).setattr("record_errors", listed) {
+                    return e;
+                }
+                err
+            })
+        }
         LogError::UnsupportedCompression(_) => UnsupportedCompressionTypeError::new_err(msg),
         LogError::RecordTooLarge { .. } => RecordTooLargeError::new_err(msg),
         LogError::OffsetOutOfRange { .. } => OffsetOutOfRangeError::new_err(msg),

@@ -19,6 +19,16 @@ pub enum LogError {
     /// LogAppendTime batch from a client (INVALID_TIMESTAMP, 32).
     #[error("invalid timestamp: {0}")]
     InvalidTimestamp(String),
+    /// Records of one batch broke per-record rules (Kafka's
+    /// `RecordValidationException`, KIP-467): the whole append is refused and
+    /// `errors` names each bad record by its index in its batch, in order.
+    /// INVALID_TIMESTAMP (32) when any of them is a timestamp error, else
+    /// INVALID_RECORD (87).
+    #[error("{}", records_summary(*timestamp, errors))]
+    Records {
+        timestamp: bool,
+        errors: Vec<RecordError>,
+    },
     /// A batch names a compression codec that does not exist
     /// (UNSUPPORTED_COMPRESSION_TYPE, 76).
     #[error("unsupported compression: {0}")]
@@ -62,6 +72,39 @@ pub enum LogError {
     Io(#[from] io::Error),
 }
 
+/// One refused record of a batch: what a Produce response's `record_errors`
+/// carries (`batch_index`, `batch_index_error_message`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordError {
+    /// The record's position in its batch, from 0.
+    pub index: i32,
+    pub message: String,
+}
+
+/// The partition-level error message of [`LogError::Records`]: Kafka's
+/// wording, which names at most the first three record errors.
+fn records_summary(timestamp: bool, errors: &[RecordError]) -> String {
+    if timestamp {
+        return "One or more records have been rejected due to invalid timestamp".into();
+    }
+    let shown: Vec<String> = errors
+        .iter()
+        .take(3)
+        .map(|e| {
+            format!(
+                "RecordError(batchIndex={}, message='{}')",
+                e.index, e.message
+            )
+        })
+        .collect();
+    format!(
+        "One or more records have been rejected due to {} record errors in total, \
+         and only showing the first three errors at most: [{}]",
+        errors.len(),
+        shown.join(", ")
+    )
+}
+
 impl LogError {
     /// The Kafka protocol error code for this error.
     pub fn kafka_error_code(&self) -> i16 {
@@ -69,6 +112,10 @@ impl LogError {
             LogError::Corrupt(_) => 2,
             LogError::InvalidRecord(_) => 87,
             LogError::InvalidTimestamp(_) => 32,
+            LogError::Records {
+                timestamp: true, ..
+            } => 32,
+            LogError::Records { .. } => 87,
             LogError::UnsupportedCompression(_) => 76,
             LogError::RecordTooLarge { .. } => 10,
             LogError::OffsetOutOfRange { .. } => 1,
@@ -92,6 +139,26 @@ mod tests {
     #[test]
     fn error_codes_match_kafka() {
         assert_eq!(LogError::Corrupt("x".into()).kafka_error_code(), 2);
+        let bad = |index| RecordError {
+            index,
+            message: "no key".into(),
+        };
+        let e = LogError::Records {
+            timestamp: false,
+            errors: (0..5).map(bad).collect(),
+        };
+        assert_eq!(e.kafka_error_code(), 87);
+        assert_eq!(
+            e.to_string(),
+            "One or more records have been rejected due to 5 record errors in total, and only \
+             showing the first three errors at most: [RecordError(batchIndex=0, message='no key'), \
+             RecordError(batchIndex=1, message='no key'), RecordError(batchIndex=2, message='no key')]"
+        );
+        let e = LogError::Records {
+            timestamp: true,
+            errors: vec![bad(1)],
+        };
+        assert_eq!(e.kafka_error_code(), 32);
         assert_eq!(LogError::InvalidRecord("x".into()).kafka_error_code(), 87);
         assert_eq!(
             LogError::InvalidTimestamp("x".into()).kafka_error_code(),

@@ -41,13 +41,22 @@
 //!    LogAppendTime bit (3) set is refused unless the topic is CreateTime and
 //!    its timestamp is in range. Either failure: INVALID_TIMESTAMP (32).
 //!
+//! Rules 8 and 9 are per record, as in Kafka's `validateRecord`: every record
+//! of the batch is checked (the key first, then the timestamp; one error per
+//! record) and, if any failed, the batch is refused with
+//! [`LogError::Records`], which lists the bad records' indexes and messages
+//! (the Produce response's `record_errors`, KIP-467; a client such as
+//! librdkafka fails those records with the error and the rest of the batch
+//! with INVALID_DIFFERENT_RECORD). The batch's maxTimestamp is checked after
+//! its records, so a record out of range is reported by its index.
+//!
 //! Cost: an uncompressed batch is walked in place (no copy); a compressed
 //! one is decompressed into one buffer, as Kafka decompresses to validate.
 //! This module does no I/O.
 
 use crate::batch::{BatchHeader, BatchRef, HEADER_SIZE};
 use crate::codec::{self, RecordIter};
-use crate::error::{LogError, Result};
+use crate::error::{LogError, RecordError, Result};
 
 /// Kafka's NO_TIMESTAMP: a record without a timestamp.
 pub const NO_TIMESTAMP: i64 = -1;
@@ -87,8 +96,8 @@ impl Default for Rules {
 }
 
 impl Rules {
-    /// Rule 9 for one timestamp of a batch.
-    fn check_timestamp(&self, h: &BatchHeader, ts: i64, what: &str) -> Result<()> {
+    /// Rule 9 for one timestamp of a batch: the reason it is refused, if it is.
+    fn timestamp_error(&self, h: &BatchHeader, ts: i64, what: &str) -> Option<String> {
         if !self.log_append_time && ts != NO_TIMESTAMP {
             // i128: `now - ts` must not wrap for timestamps near i64::MIN/MAX;
             // a bound of i64::MAX (the default of before.max.ms) is no bound
@@ -101,16 +110,15 @@ impl Rules {
             {
                 let lo = i128::from(self.now_ms) - i128::from(self.timestamp_before_max_ms);
                 let hi = i128::from(self.now_ms) + i128::from(self.timestamp_after_max_ms);
-                return Err(LogError::InvalidTimestamp(format!(
-                    "{what} timestamp {ts} is out of range; it should be within [{lo}, {hi}]"
-                )));
+                return Some(format!(
+                    "{what} timestamp {ts} is out of range. The timestamp should be within \
+                     [{lo}, {hi}]"
+                ));
             }
         } else if h.is_log_append_time() {
-            return Err(LogError::InvalidTimestamp(
-                "a producer may not set the timestamp type to LogAppendTime".into(),
-            ));
+            return Some("Producer should not set timestamp type to LogAppendTime.".into());
         }
-        Ok(())
+        None
     }
 }
 
@@ -150,9 +158,6 @@ fn check_attributes(h: &BatchHeader) -> Result<()> {
 /// and is exactly its size) whose header passed `check_batch`.
 pub fn check_records(batch: &[u8], h: &BatchHeader, rules: &Rules) -> Result<()> {
     check_attributes(h)?;
-    if !h.is_log_append_time() {
-        rules.check_timestamp(h, h.max_timestamp, "batch max")?;
-    }
     let body = &batch[HEADER_SIZE..h.size()];
     let owned;
     let data: &[u8] = if h.codec() == 0 {
@@ -162,6 +167,9 @@ pub fn check_records(batch: &[u8], h: &BatchHeader, rules: &Rules) -> Result<()>
         &owned
     };
     let mut count = 0i32;
+    // rules 8-9, per record; allocates only for a refused record
+    let mut errors: Vec<RecordError> = Vec::new();
+    let mut timestamp = false;
     for r in RecordIter::new(*h, data) {
         let r = r?;
         if r.offset_delta != count {
@@ -171,17 +179,31 @@ pub fn check_records(batch: &[u8], h: &BatchHeader, rules: &Rules) -> Result<()>
             )));
         }
         if rules.compact && r.key.is_none() {
-            return Err(invalid(
-                "a compacted topic cannot accept a record without a key".into(),
-            ));
+            errors.push(RecordError {
+                index: count,
+                message: "Compacted topic cannot accept message without key".into(),
+            });
+        } else if let Some(message) = rules.timestamp_error(h, r.timestamp, "Record") {
+            timestamp = true;
+            errors.push(RecordError {
+                index: count,
+                message,
+            });
         }
-        rules.check_timestamp(h, r.timestamp, "record")?;
         count += 1;
     }
     debug_assert_eq!(
         count, h.record_count,
         "RecordIter yields exactly recordCount"
     );
+    if !errors.is_empty() {
+        return Err(LogError::Records { timestamp, errors });
+    }
+    if !h.is_log_append_time() {
+        if let Some(message) = rules.timestamp_error(h, h.max_timestamp, "Batch max") {
+            return Err(LogError::InvalidTimestamp(message));
+        }
+    }
     Ok(())
 }
 
@@ -494,10 +516,62 @@ mod tests {
             ..rules()
         };
         let keyless = rec(None, &body(0, None, Some(b"v"), &[]));
-        assert!(is_invalid(check_with(&wrap(&keyless, 1, 0), &compact)));
+        assert_eq!(
+            record_errors(check_with(&wrap(&keyless, 1, 0), &compact)),
+            (false, vec![0])
+        );
         check(&wrap(&keyless, 1, 0)).unwrap();
         let tombstone = rec(None, &body(0, Some(b"k"), None, &[]));
         check_with(&wrap(&tombstone, 1, 0), &compact).unwrap();
+    }
+
+    /// `Records`' (timestamp, record indexes); panics on any other result.
+    fn record_errors(r: Result<()>) -> (bool, Vec<i32>) {
+        match r {
+            Err(LogError::Records { timestamp, errors }) => {
+                (timestamp, errors.iter().map(|e| e.index).collect())
+            }
+            other => panic!("expected record errors, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_bad_record_of_a_batch_is_named_by_its_index() {
+        let compact = Rules {
+            compact: true,
+            ..rules()
+        };
+        // a keyless record in every third place, among keyed ones
+        let mut b = BatchBuilder::new(0, NOW);
+        for i in 0..10 {
+            let key: Option<&[u8]> = if i % 3 == 0 { None } else { Some(b"k") };
+            b.push(Record::new(NOW, key, Some(b"v")));
+        }
+        let batch = b.build();
+        assert_eq!(
+            record_errors(check_with(&batch, &compact)),
+            (false, vec![0, 3, 6, 9])
+        );
+        let c = codec::compress(4, &batch[HEADER_SIZE..]).unwrap();
+        let zstd = wrap(&c, 10, 4);
+        assert_eq!(
+            record_errors(check_with(&zstd, &compact)),
+            (false, vec![0, 3, 6, 9])
+        );
+        // one error per record, the key first; any timestamp error makes the
+        // batch's code INVALID_TIMESTAMP
+        let mut b = BatchBuilder::new(0, NOW);
+        b.push(Record::new(NOW + 3_600_000, None, Some(b"v")));
+        b.push(Record::new(NOW + 3_600_000, Some(b"k"), Some(b"v")));
+        b.push(Record::new(NOW, Some(b"k"), Some(b"v")));
+        let err = check_with(&b.build(), &compact).unwrap_err();
+        assert_eq!(err.kafka_error_code(), 32);
+        let LogError::Records { errors, .. } = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(errors.iter().map(|e| e.index).collect::<Vec<_>>(), [0, 1]);
+        assert!(errors[0].message.contains("without key"), "{errors:?}");
+        assert!(errors[1].message.contains("out of range"), "{errors:?}");
     }
 
     fn at(ts: i64) -> Vec<u8> {
@@ -507,7 +581,7 @@ mod tests {
     }
 
     fn is_bad_ts(r: Result<()>) -> bool {
-        matches!(r, Err(LogError::InvalidTimestamp(_)))
+        matches!(r, Err(e) if e.kafka_error_code() == 32)
     }
 
     #[test]

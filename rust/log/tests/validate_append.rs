@@ -71,15 +71,26 @@ fn timestamp_bounds_and_compaction_come_from_the_config() {
     log.append(&at(NOW), 0, NOW).unwrap();
     for ts in [NOW - 1_001, NOW + 1_001] {
         let err = log.append(&at(ts), 0, NOW).unwrap_err();
-        assert!(matches!(err, LogError::InvalidTimestamp(_)), "{err:?}");
+        assert!(
+            matches!(
+                err,
+                LogError::Records {
+                    timestamp: true,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         assert_eq!(err.kafka_error_code(), 32);
     }
     let mut keyless = BatchBuilder::new(0, NOW);
     keyless.push(Record::new(NOW, None, Some(b"v")));
-    assert!(matches!(
-        log.append(&keyless.build(), 0, NOW),
-        Err(LogError::InvalidRecord(_))
-    ));
+    let err = log.append(&keyless.build(), 0, NOW).unwrap_err();
+    assert!(
+        matches!(&err, LogError::Records { timestamp: false, errors } if errors.len() == 1),
+        "{err:?}"
+    );
+    assert_eq!(err.kafka_error_code(), 87);
     assert_eq!(log.log_end_offset(), 1);
     // a config change applies to the next append
     log.set_config(LogConfig {
