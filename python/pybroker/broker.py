@@ -23,6 +23,7 @@ import anyio
 import anyio.abc
 
 from pybroker.admin.broker_configs import CONNECTION_LIMIT_KEYS, DynamicBrokerConfigs
+from pybroker.admin.group_configs import GroupConfigs
 from pybroker.admin.topics import TopicAdmin
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
@@ -162,13 +163,15 @@ class Broker:
         # open logs re-read their topic config: a changed log.* default reaches every
         # partition that does not override it
         broker_configs.listeners.append(lambda changed: logs.reconfigure())
+        group_configs = GroupConfigs(config, backend)
+        groups.consumer.group_config = group_configs.effective
         controller = Controller(broker_id, backend, config,
                                 inter_broker_listener(config, self.advertised).name)
         self.context = ctx = BrokerContext(
             broker_id=broker_id, config=config, metadata=metadata, replicas=replicas,
             purgatory=self.purgatory, admin=admin, groups=groups,
             producer_ids=producer_ids, logs=logs, metrics=self.metrics,
-            broker_configs=broker_configs, txn=txn,
+            broker_configs=broker_configs, group_configs=group_configs, txn=txn,
             fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
             controller=controller)
         txn.bind(ctx)
@@ -180,6 +183,7 @@ class Broker:
         # store's watches tell it again what it leads
         backend.on_session_lost(replicas.fence)
         await broker_configs.start()
+        await group_configs.start()
         await listener.start()
         await self._register(backend)
 
@@ -223,6 +227,7 @@ class Broker:
                 await txn.close()
                 listener.stop()
                 broker_configs.stop()
+                group_configs.stop()
                 await controller.resign()
                 try:
                     await backend.unregister_broker(broker_id)

@@ -47,6 +47,9 @@ class ConfigSource(enum.IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    DYNAMIC_GROUP_CONFIG = 8
 
 
 class ConfigError(ValueError):
@@ -115,6 +118,20 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
        "other on."),
     _k("sasl.mechanism.inter.broker.protocol", T.STRING, "GSSAPI",
        "SASL mechanism between brokers."),
+    # Kerberos (GSSAPI): Kafka's keys, accepted (statically and dynamically) and shown so
+    # Kafka's tools and configs work; pybroker does not serve GSSAPI, they tune nothing
+    _k("sasl.kerberos.service.name", T.STRING, None, "Kerberos principal name Kafka runs as "
+       "(no effect: GSSAPI is not served)."),
+    _k("sasl.kerberos.kinit.cmd", T.STRING, "/usr/bin/kinit", "Kerberos kinit command path "
+       "(no effect: GSSAPI is not served)."),
+    _k("sasl.kerberos.ticket.renew.window.factor", T.DOUBLE, 0.8,
+       "Fraction of a ticket's lifetime before renewal (no effect: GSSAPI is not served)."),
+    _k("sasl.kerberos.ticket.renew.jitter", T.DOUBLE, 0.05,
+       "Random jitter added to the renewal time (no effect: GSSAPI is not served)."),
+    _k("sasl.kerberos.min.time.before.relogin", T.LONG, 60000,
+       "Login thread sleep time between refresh attempts (no effect: GSSAPI is not served)."),
+    _k("sasl.kerberos.principal.to.local.rules", T.LIST, ["DEFAULT"],
+       "Rules mapping principal names to short names (no effect: GSSAPI is not served)."),
     # authorization (pybroker.security.authorizer)
     _k("authorizer.class.name", T.STRING, "", "Kafka's authorizer class names select the ACL "
        "authorizer (StandardAuthorizer, AclAuthorizer); empty: no authorization."),
@@ -204,6 +221,19 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
        "How often the recovery point checkpoint is written."),
     _k("log.flush.start.offset.checkpoint.interval.ms", T.INT, 60000,
        "How often the log start offset checkpoint is written."),
+    # --- Kafka's Java thread pools: accepted (statically and dynamically) and shown so
+    # Kafka's tools and configs work; pybroker's event loop and tasks have no such pools
+    _k("num.io.threads", T.INT, 8, "Kafka's request handler threads (no effect here).",
+       minimum=1),
+    _k("num.network.threads", T.INT, 3, "Kafka's network threads (no effect here).", minimum=1),
+    _k("num.replica.fetchers", T.INT, 1, "Kafka's replica fetcher threads per source broker "
+       "(no effect here).", minimum=1),
+    _k("num.recovery.threads.per.data.dir", T.INT, 2, "Kafka's log recovery threads per data "
+       "dir (no effect here).", minimum=1),
+    _k("background.threads", T.INT, 10, "Kafka's background task threads (no effect here).",
+       minimum=1),
+    _k("log.cleaner.threads", T.INT, 1, "Kafka's log cleaner threads (no effect here).",
+       minimum=0),
     # --- idempotent producer state ---
     _k("producer.id.expiration.ms", T.INT, 86400000,
        "How long a partition keeps the state of a producer id that stopped writing.", minimum=1),
@@ -340,8 +370,10 @@ TOPIC_KEYS: dict[str, ConfigKey] = {k.topic_name: k for k in BROKER_CONFIGS if k
 #: time: every topic-config default (a new topic, and the open logs that do not
 #: override it, take the new value), the cleaner's settings it reads per cleaning and
 #: the replication throttles. A name missing from BY_NAME (a key this build lacks)
-#: stays refused. Kafka's other dynamic keys (thread counts, listeners, SSL) have no
-#: run-time effect here and are refused rather than ignored.
+#: stays refused. Kafka's dynamic keys for things pybroker does not have (Kerberos, the
+#: Java thread pools) are accepted as Kafka accepts them and tune nothing; those whose
+#: change pybroker would have to apply and cannot at run time (listeners, SSL stores,
+#: SASL mechanisms and JAAS) are refused rather than silently ignored.
 DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset({
     *(k.name for k in BROKER_CONFIGS if k.topic_name),
     "log.roll.ms", "log.retention.ms", "log.retention.minutes",
@@ -351,6 +383,13 @@ DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset({
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
     # the connection limits, re-read when they change
     "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+    # keys of Kafka's DynamicBrokerConfig that tune nothing pybroker has (Kerberos, the
+    # Java thread pools): accepted as Kafka accepts them, stored and shown
+    "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
+    "num.io.threads", "num.network.threads", "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir", "background.threads", "log.cleaner.threads",
 })
 #: Kafka's entity name of the cluster-wide default (/config/brokers/<default>)
 BROKER_DEFAULT_ENTITY = "<default>"

@@ -267,6 +267,24 @@ def test_delete_groups_and_offset_expiry() -> None:
     run(main)
 
 
+def test_a_session_that_just_ended_is_over_for_admin_requests() -> None:
+    """A static member closed without leaving (librdkafka's close) is gone as soon as
+    its session ends, as Kafka's timer fires on time: DescribeGroups, ListGroups and
+    DeleteGroups right then see the group empty, not only after the next tick."""
+    async def main() -> None:
+        co, clock, _ = make()
+        a = (await co.join_group(**join_kw(instance="ia", session=5000)))["member_id"]
+        await co.sync_group("g", 1, a, "ia", [(a, b"A")])
+        clock.now += 4999
+        assert co.delete_groups(["g"]) == [("g", ErrorCode.NON_EMPTY_GROUP)]
+        clock.now += 1  # no tick in between
+        described = co.describe_group("g")
+        assert described is not None and described.state is GroupState.EMPTY
+        assert [g.group_id for g in co.list_groups()] == ["g"]
+        assert co.delete_groups(["g"]) == [("g", ErrorCode.NONE)]
+    run(main)
+
+
 @pytest.mark.parametrize("state", ["Stable", "CompletingRebalance"])
 def test_leave_triggers_rebalance(state: str) -> None:
     async def main() -> None:

@@ -54,7 +54,7 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 
 #: entity types whose configs live under /config besides topics (Kafka's ConfigType
 #: names); the cluster-wide broker default is the broker entity "<default>"
-ENTITY_TYPES = ("brokers", "users", "clients", "ips")
+ENTITY_TYPES = ("brokers", "users", "clients", "ips", "groups")
 
 TOPIC_NAME_MAX = 249
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")

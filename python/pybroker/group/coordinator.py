@@ -294,12 +294,7 @@ class GroupCoordinator:
     def tick(self) -> None:
         now = self.clock()
         for group in list(self.groups.values()):
-            self._expire_pending(group, now)
-            self._expire_members(group, now)
-            if group.is_(S.PREPARING_REBALANCE):
-                self._maybe_complete_join(group)
-            elif group.is_(S.COMPLETING_REBALANCE) and now >= group.sync_deadline_ms:
-                self._sync_timed_out(group)
+            self._enforce_deadlines(group, now)
         self.consumer.tick(now)
         if now >= self._next_retention_check_ms:
             self._next_retention_check_ms = now + self.config.offsets_retention_check_interval_ms
@@ -663,6 +658,25 @@ class GroupCoordinator:
         if expired:
             self._maybe_complete_join(group)
 
+    def _enforce_deadlines(self, group: Group, now: float) -> None:
+        """Whatever deadline of a classic group has passed takes effect now."""
+        self._expire_pending(group, now)
+        self._expire_members(group, now)
+        if group.is_(S.PREPARING_REBALANCE):
+            self._maybe_complete_join(group)
+        elif group.is_(S.COMPLETING_REBALANCE) and now >= group.sync_deadline_ms:
+            self._sync_timed_out(group)
+
+    def catch_up(self) -> None:
+        """Apply the deadlines that passed since the last tick before a request reads
+        or changes the groups' membership (DescribeGroups, ListGroups, DeleteGroups):
+        Kafka's timers fire on time, so a member whose session ended a moment ago is
+        gone, not waiting for the next tick."""
+        try:
+            self.tick()
+        except Exception:
+            log.exception("group coordinator tick failed")
+
     def _expire_members(self, group: Group, now: float) -> None:
         for member in list(group.members.values()):
             if member.awaiting_join or member.sync_waiter is not None:
@@ -975,15 +989,18 @@ class GroupCoordinator:
 
     # --- admin -----------------------------------------------------------------------
     def list_groups(self) -> list[Group]:
+        self.catch_up()
         return [g for g in self.groups.values() if not g.is_(S.DEAD)]
 
     def describe_group(self, group_id: str) -> Group | None:
+        self.catch_up()
         group = self.groups.get(group_id)
         # DescribeGroups shows a consumer group as Dead, as Kafka does
         return None if group is None or group.is_(S.DEAD) or group.consumer is not None \
             else group
 
     def delete_groups(self, group_ids: Iterable[str]) -> list[tuple[str, ErrorCode]]:
+        self.catch_up()
         results = []
         for group_id in group_ids:
             group = self.groups.get(group_id)

@@ -7,6 +7,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from pybroker.admin.broker_configs import DynamicBrokerConfigs
+from pybroker.admin.group_configs import GroupConfigs
 from pybroker.admin.topics import TopicAdmin
 from pybroker.config import BrokerConfig
 from pybroker.fetch.sessions import FetchSessionCache
@@ -39,6 +40,8 @@ class BrokerContext:
     txn: TransactionCoordinator | None = None
     #: dynamic broker configs (None: every broker key is static, as in unit tests)
     broker_configs: DynamicBrokerConfigs | None = None
+    #: group configs (GROUP config resources; None: not available, as in unit tests)
+    group_configs: GroupConfigs | None = None
     #: incremental fetch sessions (KIP-227)
     fetch_sessions: FetchSessionCache = dataclasses.field(
         default_factory=lambda: FetchSessionCache(1000))

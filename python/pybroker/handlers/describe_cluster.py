@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from pybroker.errors import ErrorCode
 from pybroker.handlers.registry import handles
+from pybroker.security.acls import CLUSTER_NAME, ResourceType
+from pybroker.security.authorizer import authorizer_for
+from pybroker.security.operations import NOT_REQUESTED, authorized_operations
 
 if TYPE_CHECKING:
     from pybroker.handlers.context import BrokerContext
@@ -23,6 +26,7 @@ async def handle_describe_cluster(ctx: BrokerContext, request: Request) -> dict[
         "throttle_time_ms": 0, "error_code": 0, "error_message": None,
         "endpoint_type": ENDPOINT_BROKERS, "cluster_id": metadata.cluster_id,
         "controller_id": metadata.controller_id, "brokers": [],
+        "cluster_authorized_operations": NOT_REQUESTED,
     }
     if request.body["endpoint_type"] != ENDPOINT_BROKERS:
         answer["error_code"] = int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE)
@@ -30,4 +34,8 @@ async def handle_describe_cluster(ctx: BrokerContext, request: Request) -> dict[
         return answer
     answer["brokers"] = [{"broker_id": b.node_id, "host": b.host, "port": b.port,
                           "rack": b.rack} for _, b in sorted(metadata.brokers.items())]
+    if request.body["include_cluster_authorized_operations"]:
+        answer["cluster_authorized_operations"] = authorized_operations(
+            authorizer_for(ctx.config, ctx.admin.backend), request.connection,
+            ResourceType.CLUSTER, CLUSTER_NAME)
     return answer

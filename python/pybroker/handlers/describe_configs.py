@@ -1,9 +1,11 @@
-"""DescribeConfigs (32): a topic's or the broker's configuration, with sources."""
+"""DescribeConfigs (32): a topic's, the broker's or a group's configuration, with
+sources."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pybroker.admin.group_configs import GROUP_CONFIGS, GroupConfigs
 from pybroker.config import (
     BROKER_CONFIGS,
     BY_NAME,
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 TOPIC = 2
 BROKER = 4
 BROKER_LOGGER = 8
+GROUP = 32
 
 
 @handles(32, (1, 3))
@@ -52,6 +55,12 @@ async def handle_describe_configs(ctx: BrokerContext, request: Request) -> dict[
             # "" is the cluster-wide default: Kafka shows only its dynamic configs
             entries = (broker_entries(ctx, synonyms, docs) if name
                        else default_entries(ctx, synonyms, docs))
+        elif kind == GROUP and ctx.group_configs is not None:
+            if not name:
+                results.append(error(resource, ErrorCode.INVALID_REQUEST,
+                                     "Group name must not be empty"))
+                continue
+            entries = group_entries(ctx.group_configs, name, synonyms, docs)
         else:
             results.append(error(resource, ErrorCode.INVALID_REQUEST,
                                  f"Unsupported resource type {kind}"))
@@ -138,6 +147,27 @@ def default_entries(ctx: BrokerContext, synonyms: bool, docs: bool) -> list[dict
             "name": name, "value": text, "read_only": False, "is_default": False,
             "config_source": source, "is_sensitive": False,
             "synonyms": [{"name": name, "value": text, "source": source}] if synonyms else [],
+            "config_type": int(key.type), "documentation": key.doc if docs else None,
+        })
+    return entries
+
+
+def group_entries(configs: GroupConfigs, group: str, synonyms: bool,
+                  docs: bool) -> list[dict[str, Any]]:
+    """Every group config key: the group's override (DYNAMIC_GROUP_CONFIG) or the
+    broker's default (DEFAULT_CONFIG), as Kafka's ConfigHelper shows them."""
+    overrides = configs.overrides(group)
+    entries = []
+    for key in GROUP_CONFIGS:
+        value = str(configs.effective(group, key.name))
+        source = (ConfigSource.DYNAMIC_GROUP_CONFIG if key.name in overrides
+                  else ConfigSource.DEFAULT_CONFIG)
+        entries.append({
+            "name": key.name, "value": value, "read_only": False,
+            "is_default": source is ConfigSource.DEFAULT_CONFIG,
+            "config_source": int(source), "is_sensitive": False,
+            "synonyms": ([{"name": key.name, "value": value, "source": int(source)}]
+                         if synonyms else []),
             "config_type": int(key.type), "documentation": key.doc if docs else None,
         })
     return entries

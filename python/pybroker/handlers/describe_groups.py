@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING, Any
 from pybroker.errors import ErrorCode
 from pybroker.group.state import GroupState
 from pybroker.handlers.registry import handles
+from pybroker.security.acls import ResourceType
+from pybroker.security.authorizer import authorizer_for
+from pybroker.security.operations import authorized_operations
 
 if TYPE_CHECKING:
     from pybroker.handlers.context import BrokerContext
@@ -17,8 +20,20 @@ NO_OPERATIONS = -2147483648
 
 @handles(15, (0, 4))
 async def handle_describe_groups(ctx: BrokerContext, request: Request) -> dict[str, Any]:
-    return {"throttle_time_ms": 0,
-            "groups": [describe(ctx, g) for g in request.body["groups"] or []]}
+    groups = [describe(ctx, g) for g in request.body["groups"] or []]
+    if request.version >= 3 and request.body["include_authorized_operations"]:
+        with_operations(ctx, request, groups)
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+def with_operations(ctx: BrokerContext, request: Request, groups: list[dict[str, Any]]
+                    ) -> None:
+    """Fill in the operations the principal has on each group described (KIP-430)."""
+    authorizer = authorizer_for(ctx.config, ctx.admin.backend)
+    for group in groups:
+        if group["error_code"] == 0:
+            group["authorized_operations"] = authorized_operations(
+                authorizer, request.connection, ResourceType.GROUP, group["group_id"])
 
 
 def describe(ctx: BrokerContext, group_id: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pybroker.server.dispatch import Request
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+GROUP = 32
 
 
 def apply_ops(ctx: BrokerContext, topic: str, ops: list[dict[str, Any]]) -> dict[str, str | None]:
@@ -105,6 +106,11 @@ async def handle_incremental_alter_configs(ctx: BrokerContext, request: Request)
                 if ctx.broker_configs is not None:
                     await ctx.broker_configs.alter(name, apply_broker_ops(ctx, name, ops),
                                                    validate_only)
+            elif kind == GROUP and ctx.group_configs is not None:
+                # no key of a group is a list: APPEND / SUBTRACT are refused
+                await ctx.group_configs.alter(
+                    name, apply_to(ctx.group_configs.overrides(name), ops, lambda _: None),
+                    validate_only)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}")
             responses.append(response(resource))

@@ -13,6 +13,9 @@ from pybroker.coordination.base import TopicRecord, validate_topic_name
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
 from pybroker.protocol.types import ZERO_UUID
+from pybroker.security.acls import CLUSTER_NAME, ResourceType
+from pybroker.security.authorizer import authorizer_for
+from pybroker.security.operations import NOT_REQUESTED, authorized_operations
 from pybroker.security.session import listener_of
 
 if TYPE_CHECKING:
@@ -38,6 +41,16 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any
     else:
         topics = [await lookup(ctx, t["name"], may_create) if t["name"] is not None
                   else lookup_id(ctx, t["topic_id"]) for t in requested]
+    authorizer = authorizer_for(ctx.config, ctx.admin.backend)
+    if request.version >= 8 and body["include_topic_authorized_operations"]:
+        for topic in topics:
+            if topic["name"] is not None:
+                topic["topic_authorized_operations"] = authorized_operations(
+                    authorizer, request.connection, ResourceType.TOPIC, topic["name"])
+    cluster_ops = NOT_REQUESTED
+    if 8 <= request.version <= 10 and body["include_cluster_authorized_operations"]:
+        cluster_ops = authorized_operations(authorizer, request.connection,
+                                            ResourceType.CLUSTER, CLUSTER_NAME)
     return {
         "throttle_time_ms": 0,
         "brokers": [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
@@ -46,7 +59,7 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any
         "cluster_id": metadata.cluster_id,
         "controller_id": metadata.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": cluster_ops,
     }
 
 
@@ -74,7 +87,7 @@ def lookup_id(ctx: BrokerContext, topic_id: uuid.UUID) -> dict[str, Any]:
 
 def topic_error(name: str | None, code: ErrorCode) -> dict[str, Any]:
     return {"error_code": int(code), "name": name, "topic_id": ZERO_UUID, "is_internal": False,
-            "partitions": [], "topic_authorized_operations": -2147483648}
+            "partitions": [], "topic_authorized_operations": NOT_REQUESTED}
 
 
 def topic_metadata(metadata: MetadataCache, record: TopicRecord) -> dict[str, Any]:
@@ -98,5 +111,5 @@ def topic_metadata(metadata: MetadataCache, record: TopicRecord) -> dict[str, An
         "topic_id": record.topic_id,
         "is_internal": record.name in INTERNAL_TOPICS,
         "partitions": partitions,
-        "topic_authorized_operations": -2147483648,
+        "topic_authorized_operations": NOT_REQUESTED,
     }

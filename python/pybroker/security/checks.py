@@ -422,13 +422,18 @@ def _configs(op: Operation, resp_key: str) -> Callable[[Allowed, int, Body], Dec
         def ok(r: Body) -> bool:
             if r["resource_type"] == 2:
                 return allowed(op, TOPIC, r["resource_name"])
+            if r["resource_type"] == 32:  # a group's configs: the group's ACLs, as Kafka
+                return allowed(op, GROUP, r["resource_name"])
             return allowed(op, CLUSTER, CLUSTER_NAME)
+
+        def denied(kind: int) -> int:
+            return {2: TOPIC_DENIED, 32: GROUP_DENIED}.get(kind, CLUSTER_DENIED)
 
         keep, drop = [r for r in body["resources"] if ok(r)], [
             r for r in body["resources"] if not ok(r)]
         if not drop:
             return None
-        extra = [{"error_code": TOPIC_DENIED if r["resource_type"] == 2 else CLUSTER_DENIED,
+        extra = [{"error_code": denied(r["resource_type"]),
                   "error_message": "Authorization failed.", "resource_type": r["resource_type"],
                   "resource_name": r["resource_name"], "configs": []} for r in drop]
         if not keep:

@@ -24,6 +24,7 @@ import logging
 import re
 import struct
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pybroker.admin.internal_topics import INTERNAL_TOPICS
@@ -97,6 +98,21 @@ class ConsumerGroupCoordinator:
         self.parent = parent
         self.config = config or ConsumerGroupConfig()
         self.topics: TopicView = topics or StaticTopics({})
+        #: a group's value of a group config (admin/group_configs.py: its override, else
+        #: the broker's default); None: the broker defaults in self.config only
+        self.group_config: Callable[[str, str], Any] | None = None
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        """The group's consumer.session.timeout.ms (KIP-848 group config)."""
+        if self.group_config is None:
+            return self.config.session_timeout_ms
+        return int(self.group_config(group_id, "consumer.session.timeout.ms"))
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """The group's consumer.heartbeat.interval.ms (KIP-848 group config)."""
+        if self.group_config is None:
+            return self.config.heartbeat_interval_ms
+        return int(self.group_config(group_id, "consumer.heartbeat.interval.ms"))
 
     # --- lookups ---------------------------------------------------------------------
     def group(self, group_id: str) -> ConsumerGroup | None:
@@ -169,7 +185,7 @@ class ConsumerGroupCoordinator:
         now = self.parent.clock()
         member, is_new = self._member_for_heartbeat(group, body, version, records)
         old = dataclasses.replace(member)
-        member.session_deadline_ms = now + self.config.session_timeout_ms
+        member.session_deadline_ms = now + self.session_timeout_ms(group_id)
         if is_new:
             member.client_id, member.client_host = client_id, client_host
         changed = self._update_member(member, body)
@@ -199,7 +215,7 @@ class ConsumerGroupCoordinator:
         return {
             "throttle_time_ms": 0, "error_code": 0, "error_message": None,
             "member_id": member.member_id, "member_epoch": member.member_epoch,
-            "heartbeat_interval_ms": self.config.heartbeat_interval_ms,
+            "heartbeat_interval_ms": self.heartbeat_interval_ms(group_id),
             "assignment": ({"topic_partitions": _wire_assignment(member.assigned)}
                            if send_assignment else None),
         }
@@ -409,7 +425,7 @@ class ConsumerGroupCoordinator:
             member.pending_revocation = from_pairs(revoke)
             member.state = MemberState.UNREVOKED_PARTITIONS
             timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 \
-                else self.config.session_timeout_ms
+                else self.session_timeout_ms(group.group_id)
             member.revocation_deadline_ms = now + timeout
             return
         wanted = target - current
@@ -619,7 +635,7 @@ class ConsumerGroupCoordinator:
                               and not v.subscribed_topic_regex]:
                 del group.members[member_id]
             for member in group.members.values():
-                member.session_deadline_ms = now + self.config.session_timeout_ms
+                member.session_deadline_ms = now + self.session_timeout_ms(group_id)
             group.assignor = self._select_assignor(group)
             holder = self.parent.groups.get(group_id)
             if holder is None:
