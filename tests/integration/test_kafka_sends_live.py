@@ -41,11 +41,7 @@ NOT_LIVE: dict[tuple[str, str], str] = {
 
 #: entries known to differ until work in progress lands; the test fails once they no
 #: longer differ, so the mark cannot outlive the fix
-PENDING: dict[tuple[str, str], str] = {
-    ("Metadata", "topics.topic_authorized_operations"):
-        "include_topic_authorized_operations is answered with INT32_MIN (issue 24, "
-        "being fixed with the other include_*_authorized_operations)",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 
 def _fields_seen(fields: Sequence[Field], body: dict[str, Any], version: int, api: str,
