@@ -88,7 +88,12 @@ class LogManager:
         # the marker only vouches for the shutdown before this start (the flags are
         # kept in memory for the partitions opened later)
         for directory in self.dirs:
-            (directory / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
+            marker = directory / CLEAN_SHUTDOWN_FILE
+            if marker.exists():
+                marker.unlink()
+                # durable before anything is written: a marker back after a power loss
+                # would vouch for a clean shutdown, and the next recovery be skipped
+                _fsync_dir(directory)
 
     def shutdown(self) -> None:
         for partition in self.partitions.values():
@@ -316,6 +321,15 @@ class LogManager:
 
 
 ZERO_UUID = uuid.UUID(int=0)
+
+
+def _fsync_dir(path: Path) -> None:
+    """fsync a directory: the entries made or removed in it last through a power loss."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _delete_dir(path: Path) -> None:
