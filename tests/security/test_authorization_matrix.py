@@ -408,6 +408,8 @@ ROWS: list[Row] = [
     Row(68, "group READ", ((G, "READ"), (T, "DESCRIBE")), GROUP_DENIED, _cgh, _top,
         partial=((G, "DESCRIBE"), (T, "DESCRIBE")), per_version=True, setup=True,
         allowed_data=False),
+    Row(68, "topic DESCRIBE (subscribed names)", ((G, "READ"), (T, "DESCRIBE")), TOPIC_DENIED,
+        _cgh, _top, partial=((G, "READ"),), per_version=True, setup=True, allowed_data=False),
     Row(69, "group DESCRIBE", ((G, "DESCRIBE"),), GROUP_DENIED,
         lambda n, v: {"group_ids": [n.group], "include_authorized_operations": False},
         _entries("groups"), allowed_data=False),

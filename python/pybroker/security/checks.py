@@ -522,6 +522,20 @@ def _cluster(op: Operation, response: Callable[[Body], Body]) -> Callable[
     return fn
 
 
+def _consumer_group_heartbeat(allowed: Allowed, version: int, body: Body) -> Decision | None:
+    """READ on the group, then DESCRIBE on every topic subscribed to by name (Kafka 4)."""
+    if not allowed(Op.READ, GROUP, body["group_id"]):
+        code = GROUP_DENIED
+    elif not all(allowed(Op.DESCRIBE, TOPIC, t) for t in body["subscribed_topic_names"] or []):
+        code = TOPIC_DENIED
+    else:
+        return None
+    return Decision(response={"throttle_time_ms": 0, "error_code": code,
+                              "error_message": "Authorization failed.", "member_id": None,
+                              "member_epoch": -1, "heartbeat_interval_ms": 0,
+                              "assignment": None}, denied=True)
+
+
 def _consumer_group_describe(allowed: Allowed, version: int, body: Body) -> Decision | None:
     return _topic_level(body, "group_ids", "groups", "",
                         lambda g: allowed(Op.DESCRIBE, GROUP, g),
@@ -628,9 +642,7 @@ CHECKS: dict[int, Callable[[Allowed, int, Body], Decision | None]] = {
     61: _describe_producers,
     65: _describe_transactions,
     66: _list_transactions,
-    68: _group_whole(Op.READ, {"throttle_time_ms": 0, "error_message": None,
-                               "member_id": None, "member_epoch": -1,
-                               "heartbeat_interval_ms": 0, "assignment": None}),
+    68: _consumer_group_heartbeat,
     69: _consumer_group_describe,
     75: _describe_topic_partitions,
     48: _cluster(Op.DESCRIBE_CONFIGS, lambda b: {
