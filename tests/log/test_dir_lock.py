@@ -51,3 +51,12 @@ def test_a_missing_dir_is_created(tmp_path: Path) -> None:
     lock = DirLock.acquire(tmp_path / "new" / "data")
     assert (tmp_path / "new" / "data" / LOCK_FILE).is_file()
     lock.release()
+
+
+def test_a_dir_named_twice_is_a_config_error(tmp_path: Path) -> None:
+    from pybroker.config import ConfigError
+
+    with pytest.raises(ConfigError, match="twice"):
+        lock_dirs([tmp_path / "a", tmp_path / "b", tmp_path / "b" / ".." / "a"])
+    taken = lock_dirs([tmp_path / "a", tmp_path / "b"])  # nothing left held
+    release_all(taken)

@@ -21,6 +21,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from pybroker.config import ConfigError
+
 LOCK_FILE = ".lock"
 
 
@@ -67,10 +69,17 @@ class DirLock:
 
 
 def lock_dirs(directories: Iterable[str | Path]) -> list[DirLock]:
-    """Lock every dir, or none: on a refusal the locks already taken are released."""
+    """Lock every dir, or none: on a refusal the locks already taken are released. A dir
+    named twice is a ConfigError (Kafka: "Duplicate log directory found"), not a lock
+    this process would take from itself."""
     locks: list[DirLock] = []
+    seen: set[Path] = set()
     try:
         for directory in directories:
+            resolved = Path(directory).resolve()
+            if resolved in seen:
+                raise ConfigError(f"log.dirs names {directory} twice")
+            seen.add(resolved)
             locks.append(DirLock.acquire(directory))
     except BaseException:
         release_all(locks)
