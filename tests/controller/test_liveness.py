@@ -108,3 +108,27 @@ async def test_the_watch_reports_gone_then_back(listener: socket.socket,
             again.close()
         watch.clear()
         tg.cancel_scope.cancel()
+
+
+async def test_a_failing_callback_does_not_end_the_watch(listener: socket.socket,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store may be unreachable when a broker is found gone: that is logged, and the
+    task group hosting the watchers (the broker's) goes on."""
+    monkeypatch.setattr(liveness, "RECONNECT_MIN_S", 0.05)
+    host, port = listener.getsockname()
+    calls: list[str] = []
+
+    def unreachable(broker_id: int, epoch: int) -> None:
+        calls.append("gone")
+        raise ConnectionError("the store is away")
+
+    watch = LivenessWatch(unreachable, lambda b, e: calls.append("back"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch.run)
+        watch.watch({(1, 1): (host, port)})
+        await anyio.sleep(0.2)
+        listener.close()
+        with anyio.fail_after(WAIT_S):
+            while calls != ["gone"]:
+                await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()

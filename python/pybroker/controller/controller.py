@@ -96,7 +96,7 @@ from pybroker.coordination.base import (
     TopicAssignment,
     WatchHandle,
 )
-from pybroker.coordination.errors import ControllerMoved, StaleVersion
+from pybroker.coordination.errors import ControllerMoved, CoordinationError, StaleVersion
 from pybroker.coordination.znodes import BrokerRegistration, LeaderAndIsr
 from pybroker.errors import ErrorCode, KafkaError
 
@@ -212,7 +212,7 @@ class Controller:
             if await self.backend.remove_dead_controller(controller):
                 log.warning("controller %d (epoch %d) is gone: removed /controller so that "
                             "another broker is elected", controller, epoch)
-        except KafkaError as exc:
+        except (KafkaError, CoordinationError) as exc:
             log.info("removing /controller of the gone controller %d: %s", controller, exc)
 
     def _endpoint(self, broker_id: int, registration: BrokerRegistration | None

@@ -168,6 +168,11 @@ class LivenessWatch:
 
 
 async def _call(callback: Callback, broker_id: int, epoch: int) -> None:
-    result = callback(broker_id, epoch)
-    if result is not None:
-        await result
+    """Run a callback; what it raises is logged (the store may be unreachable just
+    then), never let out: the broker's task group must not end for it."""
+    try:
+        result = callback(broker_id, epoch)
+        if result is not None:
+            await result
+    except Exception:
+        log.exception("acting on broker %d (epoch %d) failed", broker_id, epoch)
