@@ -67,3 +67,26 @@ def test_acls_persist_in_kafkas_layout_and_delete_by_filter(tmp_path: Path) -> N
                                               Operation.ANY, Permission.ANY)))
     assert [p.name for p, _ in removed] == ["p"]
     assert list(_authorizer(tmp_path).acls) == [Pattern(R.TOPIC, "t")]
+
+
+def test_any_resource_of_a_type(tmp_path: Path) -> None:
+    """KIP-679's question (InitProducerId without a transactional id): WRITE on some
+    topic, unless a DENY covers every topic the principal may write."""
+    authorizer = _authorizer(tmp_path)
+    asyncio.run(authorizer.create([
+        (Pattern(R.TOPIC, "logs-", PatternType.PREFIXED),
+         Entry("User:alice", "*", Operation.WRITE, ALLOW)),
+        (Pattern(R.TOPIC, "orders"), Entry("User:bob", "*", Operation.WRITE, ALLOW)),
+        (Pattern(R.TOPIC, "ord", PatternType.PREFIXED),
+         Entry("User:bob", "*", Operation.ALL, DENY)),
+        (Pattern(R.TOPIC, "x"), Entry("User:carol", "*", Operation.WRITE, ALLOW)),
+        (Pattern(R.TOPIC, "*"), Entry("User:carol", "*", Operation.WRITE, DENY)),
+        (Pattern(R.TOPIC, "y"), Entry("User:dave", "*", Operation.READ, ALLOW)),
+    ]))
+    anyone = authorizer.authorize_any
+    assert anyone("User:alice", "h", Operation.WRITE, R.TOPIC)
+    assert not anyone("User:bob", "h", Operation.WRITE, R.TOPIC)  # its allow is denied
+    assert not anyone("User:carol", "h", Operation.WRITE, R.TOPIC)  # denied on `*`
+    assert not anyone("User:dave", "h", Operation.WRITE, R.TOPIC)  # READ only
+    assert not anyone("User:eve", "h", Operation.WRITE, R.TOPIC)
+    assert anyone("User:admin", "h", Operation.WRITE, R.TOPIC)  # super user

@@ -39,8 +39,9 @@ class MetadataCache:
         self.brokers: dict[int, BrokerEndpoint] = {}
         self.topics: dict[str, TopicRecord] = {}
         #: topic id -> name (KIP-516: Fetch v13+, Metadata v10+ and DeleteTopics v6 name
-        #: topics by id; an id dies with its topic, a re-created topic gets a new one)
-        self.topic_names: dict[uuid.UUID, str] = {}
+        #: topics by id; an id dies with its topic, a re-created topic gets a new one);
+        #: read only through topic_name
+        self._names_by_id: dict[uuid.UUID, str] = {}
 
     # --- updates (from whoever learns of a change) --------------------------------
     def set_brokers(self, brokers: list[BrokerEndpoint]) -> None:
@@ -52,14 +53,14 @@ class MetadataCache:
     def update_topic(self, record: TopicRecord) -> None:
         old = self.topics.get(record.name)
         if old is not None and old.topic_id != record.topic_id:
-            self.topic_names.pop(old.topic_id, None)
+            self._names_by_id.pop(old.topic_id, None)
         self.topics[record.name] = record
-        self.topic_names[record.topic_id] = record.name
+        self._names_by_id[record.topic_id] = record.name
 
     def remove_topic(self, name: str) -> None:
         old = self.topics.pop(name, None)
         if old is not None:
-            self.topic_names.pop(old.topic_id, None)
+            self._names_by_id.pop(old.topic_id, None)
 
     # --- reads ------------------------------------------------------------------
     def topic(self, name: str) -> TopicRecord | None:
@@ -74,7 +75,7 @@ class MetadataCache:
             raise TypeError(f"topic id {topic_id!r} is not a uuid.UUID")
         if topic_id == ZERO_UUID:
             return None
-        return self.topic_names.get(topic_id)
+        return self._names_by_id.get(topic_id)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicRecord | None:
         name = self.topic_name(topic_id)
