@@ -141,8 +141,9 @@ def test_create_topics_returns_the_id_and_delete_topics_takes_it(broker: Broker,
         tid = topic["topic_id"]
         assert tid == topic_id(broker.bootstrap, topic_name) != ZERO
         assert (topic["num_partitions"], topic["replication_factor"]) == (2, 1)
-        assert [(c["name"], c["value"]) for c in topic["configs"]] == \
-            [("retention.ms", "3600000")]
+        # every effective config comes back (as Kafka), the one given as a topic override
+        configs = {c["name"]: (c["value"], c["config_source"]) for c in topic["configs"]}
+        assert configs["retention.ms"] == ("3600000", 1)  # DYNAMIC_TOPIC_CONFIG
 
         unknown = pc.request(DELETE_TOPICS, 6, {"topics": [{"name": None,
                                                             "topic_id": uuid.uuid4()}],
