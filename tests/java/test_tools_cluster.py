@@ -1,6 +1,7 @@
 """Kafka's replica-placement tools against a 3-broker pybroker cluster on ZooKeeper:
 kafka-reassign-partitions --generate/--execute/--verify, kafka-leader-election (preferred)
-after a leader moved away, kafka-topics --describe with its ISR filters. Skipped
+after a leader moved away, kafka-topics --describe with its partition filters
+(--under-replicated-partitions, --at-min-isr-partitions, --unavailable-partitions). Skipped
 without KAFKA_HOME."""
 
 from __future__ import annotations
@@ -71,8 +72,9 @@ def test_preferred_leader_election_and_isr_filters(cluster: Cluster) -> None:
     b = cluster.bootstrap
     topic = "elect"
     tool("kafka-topics.sh", "--bootstrap-server", b, "--create", "--topic", topic,
-         "--replica-assignment", "2:1:3").ok()
+         "--replica-assignment", "2:1:3", "--config", "min.insync.replicas=2").ok()
     cluster.wait_full_isr(topic, 1)
+    assert (topic, 0) not in describe(b, "--at-min-isr-partitions")
     assert describe(b, "--topic", topic)[(topic, 0)]["leader"] == "2"
 
     cluster.kill(2)
@@ -81,6 +83,8 @@ def test_preferred_leader_election_and_isr_filters(cluster: Cluster) -> None:
     under = describe(live, "--under-replicated-partitions")
     assert (topic, 0) in under
     assert "2" not in under[(topic, 0)]["isr"].split(",")
+    assert (topic, 0) in describe(live, "--at-min-isr-partitions")  # ISR 2 = min.insync 2
+    assert (topic, 0) not in describe(live, "--unavailable-partitions")
 
     cluster.restart(2)
     cluster.wait_full_isr(topic, 1, timeout_s=90)
