@@ -44,10 +44,13 @@ README = ROOT / "README.md"
 CONFIG = ROOT / "config"
 README_PORT = "9092"
 #: every port the README and config/ use: the broker's, the cluster's three and its
-#: ZooKeeper's, the SASL broker's
-README_PORTS = ("9092", "9191", "9192", "9193", "2181", "9094")
+#: ZooKeeper's, the SASL broker's, local-cluster's ZooKeeper's
+README_PORTS = ("9092", "9191", "9192", "9193", "2181", "9094", "2281")
+#: local-cluster's brokers: --port and the ports after it, a run of free ones
+README_PORT_RUN = ("9291", "9292", "9293")
 #: the blocks that need a ZooKeeper (and Java), and the one that needs pyspark and Java
-CLUSTER_BLOCKS = ("cluster", "reassign", "cluster-stop")
+CLUSTER_BLOCKS = ("cluster", "reassign", "cluster-stop", "local-cluster",
+                  "local-cluster-stop")
 SPARK_BLOCKS = ("spark",)
 #: blocks before `serve`: the install
 INSTALL_BLOCKS = ("venv", "install-source", "install-wheel")
@@ -94,11 +97,32 @@ def free_port() -> int:
 
 
 def free_ports() -> dict[str, str]:
-    """README port -> a free port of this run, distinct ones."""
+    """README port -> a free port of this run, distinct ones (a run of consecutive ones
+    for README_PORT_RUN)."""
     ports: dict[str, str] = {}
-    while len(set(ports.values())) < len(README_PORTS):
+    while len(set(ports.values())) < len(README_PORTS) + len(README_PORT_RUN):
+        first = free_run(len(README_PORT_RUN))
         ports = {p: str(free_port()) for p in README_PORTS}
+        ports.update({p: str(first + i) for i, p in enumerate(README_PORT_RUN)})
     return ports
+
+
+def free_run(count: int) -> int:
+    """A port p with p .. p + count - 1 all free right now."""
+    while True:
+        first = free_port()
+        held = []
+        try:
+            for port in range(first, first + count):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                held.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
 
 
 def on_ports(text: str, ports: dict[str, str]) -> str:
@@ -234,6 +258,11 @@ def check_output(result: subprocess.CompletedProcess[str], blocks: dict[str, Blo
     # --dry-run given: no "--execute option is missing" warning, the new offsets shown
     assert "--execute option is missing" not in out["consumer-groups"] + err["consumer-groups"]
     assert "NEW-OFFSET" in out["consumer-groups"], out["consumer-groups"]
+    if "local-cluster" in names:  # broker 1 killed, and the topic described after
+        shown = out["local-cluster"]
+        assert "broker 1 killed (kill -9 " in shown, shown
+        assert len(re.findall(r"\tLeader: -?\d+\tReplicas: ", shown)) == 3, shown
+        assert "Deleted play" in out["local-cluster-stop"], out["local-cluster-stop"]
     if "security" in names:  # the wrong password: the broker's reason, at once
         assert "Invalid username or password" in err["security"], err["security"]
     dump = out["dump-log-segments"].splitlines()
@@ -254,7 +283,7 @@ def test_readme_blocks_are_all_there() -> None:
     texts.update({str(p): p.read_text() for p in CONFIG.rglob("*.properties")})
     for name, text in texts.items():
         ports = set(re.findall(r"(?:127\.0\.0\.1|localhost|Port)[:=](\d+)", text))
-        assert ports <= set(README_PORTS), (name, ports)
+        assert ports <= {*README_PORTS, *README_PORT_RUN}, (name, ports)
 
 
 def test_the_wheel_block_says_what_to_do_without_a_wheel(tmp_path: Path) -> None:
