@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -211,3 +212,30 @@ def test_describe_piped_to_head_ends_quietly(broker: Broker, topic_name: str,
         timeout=RUN_TIMEOUT_S, env=tool_env())
     assert result.stderr == "", result.stderr
     assert result.returncode == 0
+
+
+def test_cluster_info_and_broker_api_versions(broker: Broker) -> None:
+    info, _ = pybroker("cluster", "--bootstrap-server", broker.bootstrap, "info")
+    assert info.returncode == 0, info.stderr
+    lines = info.stdout.splitlines()
+    assert lines[0].startswith("Cluster ID: ") and len(lines[0]) > len("Cluster ID: ")
+    assert lines[1:] == ["Controller: 0", "Brokers: 1", f"  0 {broker.bootstrap} rack: null"]
+    versions, _ = pybroker("broker-api-versions", "--bootstrap-server", broker.bootstrap)
+    assert versions.returncode == 0, versions.stderr
+    lines = versions.stdout.splitlines()
+    assert lines[0] == f"{broker.bootstrap} (id: 0 rack: null) -> (", lines[0]
+    assert lines[-1] == ")"
+    assert re.fullmatch(r"\tProduce\(0\): \d+ to \d+ \[usable: \d+\],", lines[1]), lines[1]
+    assert any(line.startswith("\tApiVersions(18): 0 to ") for line in lines), lines
+
+
+def test_cluster_info_waits_for_brokers_still_starting(broker_factory: BrokerFactory) -> None:
+    later = broker_factory(start=False)
+    waiter = subprocess.Popen(
+        [sys.executable, "-m", "pybroker", "cluster", "--bootstrap-server", later.bootstrap,
+         "info", "--wait-for-brokers", "1", "--timeout", "90000"], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=tool_env())
+    later.start()  # after the waiter found nothing listening
+    out, err = waiter.communicate(timeout=RUN_TIMEOUT_S)
+    assert waiter.returncode == 0, err
+    assert "Brokers: 1" in out.splitlines(), out
