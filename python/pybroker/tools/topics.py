@@ -59,6 +59,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="describe: only partitions whose ISR is smaller than replicas")
     parser.add_argument("--unavailable-partitions", action="store_true",
                         help="describe: only partitions without a leader")
+    parser.add_argument("--under-min-isr-partitions", action="store_true",
+                        help="describe: only partitions whose ISR is below min.insync.replicas")
+    parser.add_argument("--at-min-isr-partitions", action="store_true",
+                        help="describe: only partitions whose ISR is at min.insync.replicas")
+    parser.add_argument("--topics-with-overrides", action="store_true",
+                        help="describe: only topics that override a config")
+    parser.add_argument("--replica-assignment", metavar="B1:B2,B3:B4",
+                        help="create: partition p's replicas are the p-th ':'-list "
+                             "(instead of --partitions and --replication-factor)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,13 +117,21 @@ def create(admin: Admin, args: argparse.Namespace) -> None:
     ck = require_client()
     name = _need_topic(args)
     configs = parse_pairs(args.config, "config")
-    new = ck.admin.NewTopic(
-        name,
-        num_partitions=args.partitions if args.partitions is not None else -1,
-        replication_factor=(args.replication_factor
-                            if args.replication_factor is not None else -1),
-        config=configs,
-    )
+    if args.replica_assignment:
+        if args.partitions is not None or args.replication_factor is not None:
+            raise ToolError("--replica-assignment takes the place of --partitions and "
+                            "--replication-factor")
+        assignment = replica_assignment(args.replica_assignment)
+        new = ck.admin.NewTopic(name, num_partitions=len(assignment),
+                                replica_assignment=assignment, config=configs)
+    else:
+        new = ck.admin.NewTopic(
+            name,
+            num_partitions=args.partitions if args.partitions is not None else -1,
+            replication_factor=(args.replication_factor
+                                if args.replication_factor is not None else -1),
+            config=configs,
+        )
     future = admin.client.create_topics([new], request_timeout=admin.reach.timeout_s)[name]
     try:
         admin.reach.result(future)
@@ -123,6 +140,19 @@ def create(admin: Admin, args: argparse.Namespace) -> None:
             return
         raise
     print(f"Created topic {name}.")
+
+
+def replica_assignment(text: str) -> list[list[int]]:
+    """Kafka's `0:1,1:2`: partition p's replicas are the p-th comma item's broker ids."""
+    try:
+        assignment = [[int(b) for b in item.split(":")] for item in text.split(",")]
+    except ValueError:
+        raise ToolError(f"invalid --replica-assignment '{text}': expected broker ids as "
+                        "B1:B2,B3:B4 (a ':'-list per partition)") from None
+    if len({len(replicas) for replicas in assignment}) != 1:
+        raise ToolError("--replica-assignment: every partition needs the same number of "
+                        "replicas")
+    return assignment
 
 
 def topic_names(admin: Admin, pattern: str | None, exclude_internal: bool) -> list[str]:
@@ -190,20 +220,31 @@ def describe_topics(admin: Admin, names: list[str]) -> list[TopicInfo]:
         return out
 
 
-def topic_configs(admin: Admin, names: list[str]) -> dict[str, str]:
-    """name -> `k=v,...` of the non-default configs, as kafka-topics prints them."""
+def topic_configs(admin: Admin, names: list[str]) -> dict[str, dict[str, Any]]:
+    """name -> its config entries (name -> ConfigEntry)."""
     ck = require_client()
     resources = [ck.admin.ConfigResource(ck.admin.ResourceType.TOPIC, n) for n in names]
     if not resources:
         return {}
-    out: dict[str, str] = {}
+    out: dict[str, dict[str, Any]] = {}
     for resource, future in admin.client.describe_configs(
             resources, request_timeout=admin.reach.timeout_s).items():
-        entries = admin.reach.result(future)
-        out[resource.name] = ",".join(
-            f"{e.name}={'' if e.value is None else e.value}"
-            for e in entries.values() if not e.is_default)
+        out[resource.name] = admin.reach.result(future)
     return out
+
+
+def overrides(entries: dict[str, Any]) -> str:
+    """`k=v,...` of the non-default configs, as kafka-topics prints them."""
+    return ",".join(f"{e.name}={'' if e.value is None else e.value}"
+                    for e in entries.values() if not e.is_default)
+
+
+def min_isr(entries: dict[str, Any]) -> int:
+    entry = entries.get("min.insync.replicas")
+    try:
+        return int(entry.value) if entry is not None else 1
+    except (TypeError, ValueError):
+        return 1
 
 
 def kafka_uuid(text: str) -> str:
@@ -220,8 +261,12 @@ def describe(admin: Admin, args: argparse.Namespace) -> None:
     names = _existing(admin, args)
     topics = sorted(describe_topics(admin, names), key=lambda t: t.name)
     configs = topic_configs(admin, [t.name for t in topics])
-    filtered = args.under_replicated_partitions or args.unavailable_partitions
+    filtered = (args.under_replicated_partitions or args.unavailable_partitions
+                or args.under_min_isr_partitions or args.at_min_isr_partitions)
     for topic in topics:
+        entries = configs.get(topic.name, {})
+        if args.topics_with_overrides and not overrides(entries):
+            continue
         partitions = sorted(topic.partitions, key=lambda p: p.partition)
         if not filtered:
             replication = len(partitions[0].replicas) if partitions else 0
@@ -229,12 +274,18 @@ def describe(admin: Admin, args: argparse.Namespace) -> None:
             if not _zero_id(topic.topic_id):
                 line += f"\tTopicId: {topic.topic_id}"
             line += (f"\tPartitionCount: {len(partitions)}\tReplicationFactor: {replication}"
-                     f"\tConfigs: {configs.get(topic.name, '')}")
+                     f"\tConfigs: {overrides(entries)}")
             print(line)
+        if args.topics_with_overrides:
+            continue  # Kafka prints the topic lines only
         for p in partitions:
             if args.under_replicated_partitions and len(p.isr) >= len(p.replicas):
                 continue
             if args.unavailable_partitions and p.leader is not None:
+                continue
+            if args.under_min_isr_partitions and len(p.isr) >= min_isr(entries):
+                continue
+            if args.at_min_isr_partitions and len(p.isr) != min_isr(entries):
                 continue
             leader = "none" if p.leader is None else str(p.leader)
             print(f"\tTopic: {topic.name}\tPartition: {p.partition}\tLeader: {leader}"
@@ -244,7 +295,11 @@ def describe(admin: Admin, args: argparse.Namespace) -> None:
 
 def alter(admin: Admin, args: argparse.Namespace) -> None:
     ck = require_client()
-    _need_topic(args)
+    name = _need_topic(args)
+    if args.config:
+        raise ToolError("--config cannot be used with --alter: a topic's configs change with "
+                        f"pybroker configs --entity-type topics --entity-name {name} --alter "
+                        f"--add-config {args.config[0]}")
     if args.partitions is None:
         raise ToolError("--partitions is required with --alter")
     names = _existing(admin, args)
