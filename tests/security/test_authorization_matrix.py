@@ -632,6 +632,9 @@ def _bindings() -> list[AclBinding]:
         allow(user, rtype, CLIENTS, op, prefixed=False)
     for topic in SESSION_TOPICS.values():
         allow("alice", T, topic, "READ", prefixed=False)
+    allow("bob", T, AUTO_CREATE, "DESCRIBE", prefixed=True)
+    allow("alice", T, AUTO_CREATE, "CREATE", prefixed=True)
+    allow("alice", T, AUTO_CREATE, "DESCRIBE", prefixed=True)
     return out
 
 
@@ -746,7 +749,8 @@ def test_refused_versions_close_the_connection(env: Env, api: int, version: int)
 
 
 def _exists(env: Env, topic: str) -> bool:
-    reply = env.request("admin", 3, 1, {"topics": [{"name": topic}]})
+    reply = env.request("admin", 3, 12, {"topics": [{"name": topic}],
+                                         "allow_auto_topic_creation": False})
     return bool(reply["topics"][0]["error_code"] == 0)
 
 
@@ -912,3 +916,21 @@ def test_real_clients_read_only_with_read(env: Env, client: str) -> None:
     assert error is not None and "authorization" in error.lower().replace("_", ""), error
     value, error = READERS[client](env.port, "alice")
     assert (value, error) == (CLIENT_RECORD, None)
+
+
+AUTO_CREATE = "mauto-"
+
+
+@pytest.mark.parametrize("version", _versions(3, None))
+def test_metadata_creates_topics_only_with_create(env: Env, version: int) -> None:
+    """Metadata of an unknown topic creates it (auto.create.topics.enable; v0-3 always
+    ask to) only for a principal with CREATE: bob may DESCRIBE the names, alice also
+    CREATE them."""
+    for user, created in (("bob", False), ("alice", True)):
+        topic = f"{AUTO_CREATE}{user}-v{version}"
+        reply = env.request(user, 3, version, {"topics": [{"name": topic}],
+                                               "allow_auto_topic_creation": True})
+        (answer,) = reply["topics"]
+        if not created:
+            assert answer["error_code"] in (3, TOPIC_DENIED) and not answer["partitions"], reply
+        assert _exists(env, topic) == created, f"{user} v{version}: {reply}"

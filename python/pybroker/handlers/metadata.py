@@ -31,10 +31,9 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any
     requested = body["topics"]
     # v0: an empty list means every topic; v1+: null does
     wants_all = requested is None or (request.version == 0 and not requested)
-    if request.version >= 4:
-        may_create = bool(body["allow_auto_topic_creation"])
-    else:
-        may_create = True
+    # (before v4 the field is absent and decodes as true: old clients always may; the
+    # authorizer turns it off for a principal that may not create the topics)
+    may_create = bool(body["allow_auto_topic_creation"])
     metadata = ctx.metadata
     if wants_all:
         topics = [topic_metadata(metadata, r) for r in list(metadata.topics.values())]

@@ -205,8 +205,8 @@ def _metadata(allowed: Allowed, version: int, body: Body) -> Decision | None:
             keep.append(t)
         else:
             extra.append(_metadata_error(None, t["topic_id"], TOPIC_DENIED))
-    if version >= 4 and body["allow_auto_topic_creation"] and not allowed(
-            Op.CREATE, CLUSTER, CLUSTER_NAME):
+    # every version may create topics (v0-3 always ask to): only with CREATE
+    if body["allow_auto_topic_creation"] and not allowed(Op.CREATE, CLUSTER, CLUSTER_NAME):
         body["allow_auto_topic_creation"] = all(allowed(Op.CREATE, TOPIC, t["name"])
                                                 for t in keep if t["name"] is not None)
     if not extra:
