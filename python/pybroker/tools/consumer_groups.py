@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
+import time
 from typing import Any
 
 from pybroker.tools._common import (
@@ -34,6 +35,10 @@ DESCRIBE_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OF
                     "CONSUMER-ID", "HOST", "CLIENT-ID")
 RESET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
 INACTIVE_STATES = ("EMPTY", "DEAD", "UNKNOWN")
+FIND_COORDINATOR = 10
+OFFSET_DELETE = 47
+#: pause before asking a loading coordinator again
+RETRY_S = 0.2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions.add_argument("--reset-offsets", action="store_true",
                          help="Reset a group's offsets (dry run unless --execute).")
     actions.add_argument("--delete", action="store_true", help="Delete a group.")
+    actions.add_argument("--delete-offsets", action="store_true",
+                         help="Delete the group's committed offsets of --topic T[:P,...].")
     parser.add_argument("--group", action="append", default=[], help="the consumer group")
     parser.add_argument("--members", action="store_true",
                         help="describe: the members (with --verbose their assignments)")
@@ -64,11 +71,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     target.add_argument("--to-earliest", action="store_true")
     target.add_argument("--to-latest", action="store_true")
     target.add_argument("--to-offset", type=int, metavar="N")
+    target.add_argument("--shift-by", type=int, metavar="N",
+                        help="move each committed offset by N (negative: back)")
+    target.add_argument("--to-current", action="store_true",
+                        help="the committed offsets (the log end where none)")
+    target.add_argument("--by-duration", metavar="PnDTnHnMnS",
+                        help="the first offset of records at most this long ago")
+    target.add_argument("--from-file", metavar="CSV",
+                        help="the offsets of a CSV file (topic,partition,offset lines, as "
+                             "--export writes)")
     target.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
                         help="first offset at/after this time (UTC unless an offset is given)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="show the new offsets only")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    parser.add_argument("--export", action="store_true",
+                        help="reset-offsets: print the new offsets as CSV (for --from-file)")
     parser.add_argument("--timeout", type=int, default=TIMEOUT_MS, metavar="MS",
                         help=f"how long each request may wait, in ms (default {TIMEOUT_MS})")
     parser.add_argument("--command-config", metavar="FILE",
@@ -82,6 +100,9 @@ def run(args: argparse.Namespace) -> int:
                                        read_properties(args.command_config),
                                        timeout_ms=args.timeout))
         if args.list:
+            if args.state:  # Kafka's --list --state: a GROUP STATE table
+                print_table(tool.list_groups_with_state(), ("GROUP", "STATE"))
+                return 0
             for group in tool.list_groups():
                 print(group)
             return 0
@@ -111,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
                     print(f"Deletion of some consumer groups failed:\n* Group '{group}' "
                           f"could not be deleted due to: {error}")
             return 1 if failed else 0
+        if args.delete_offsets:
+            return delete_offsets(tool, args, groups)
         return reset(tool, args, groups)
     except ToolError as exc:
         print(f"Error: {exc}", file=sys.stderr)
@@ -123,8 +146,20 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
+def delete_offsets(tool: GroupTool, args: argparse.Namespace, groups: list[str]) -> int:
+    if len(groups) != 1 or not args.topic:
+        raise ToolError("Option --delete-offsets takes one --group and at least one --topic.")
+    results = tool.delete_offsets(groups[0], args.topic)
+    width = max([15] + [len(t) for (t, _), _ in results])
+    print(f"\n{'TOPIC':<{width}} {'PARTITION':<10} STATUS")
+    for (topic, partition), error in results:
+        status = "Successful" if error is None else f"Error: {error}"
+        print(f"{topic:<{width}} {partition:<10} {status:<15}".rstrip())
+    return 1 if any(error for _, error in results) else 0
+
+
 def reset(tool: GroupTool, args: argparse.Namespace, groups: list[str]) -> int:
-    if not (args.topic or args.all_topics):
+    if not (args.topic or args.all_topics or args.from_file):  # a file names its own
         raise ToolError("One of the reset scopes should be defined: --all-topics, --topic.")
     if args.to_earliest:
         spec: tuple[str, Any] = ("earliest", None)
@@ -134,9 +169,19 @@ def reset(tool: GroupTool, args: argparse.Namespace, groups: list[str]) -> int:
         spec = ("offset", args.to_offset)
     elif args.to_datetime is not None:
         spec = ("datetime", parse_datetime(args.to_datetime))
+    elif args.shift_by is not None:
+        spec = ("shift", args.shift_by)
+    elif args.to_current:
+        spec = ("current", None)
+    elif args.by_duration is not None:
+        spec = ("datetime", int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000)
+                - parse_duration(args.by_duration))
+    elif args.from_file is not None:
+        spec = ("file", read_offsets_csv(args.from_file))
     else:
         raise ToolError("Option --reset-offsets needs a reset specification "
-                        "(--to-earliest, --to-latest, --to-offset, --to-datetime).")
+                        "(--to-earliest, --to-latest, --to-offset, --to-datetime, --shift-by, "
+                        "--to-current, --by-duration, --from-file).")
     if not args.execute and not args.dry_run:
         # as Kafka: only when neither mode was chosen, and on stderr (stdout is the table)
         print("WARN: No action will be performed as the --execute option is missing. "
@@ -147,8 +192,44 @@ def reset(tool: GroupTool, args: argparse.Namespace, groups: list[str]) -> int:
               file=sys.stderr)
     for group in groups:
         rows = tool.reset(group, args.topic, args.all_topics, spec, execute=args.execute)
-        print_table(rows, RESET_COLUMNS)
+        if args.export:  # Kafka's CSV: topic,partition,offset (the group first for several)
+            for g, topic, partition, offset in rows:
+                print(",".join(map(str, ((g,) if len(groups) > 1 else ()) +
+                                   (topic, partition, offset))))
+        else:
+            print_table(rows, RESET_COLUMNS)
     return 0
+
+
+def parse_duration(text: str) -> int:
+    """An ISO-8601 duration as --by-duration takes it (PnDTnHnMnS) -> milliseconds."""
+    import re
+
+    found = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?",
+                         text.strip().upper())
+    if not found or text.strip().upper() in ("P", "PT"):
+        raise ToolError(f"Error parsing duration {text!r}: use PnDTnHnMnS, e.g. PT15M")
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in found.groups())
+    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
+
+
+def read_offsets_csv(path: str) -> dict[tuple[str, int], int]:
+    """topic,partition,offset lines (group,topic,partition,offset too, as --export writes
+    them for several groups: the group column is then ignored)."""
+    try:
+        lines = [line.strip() for line in open(path).read().splitlines() if line.strip()]
+    except OSError as exc:
+        raise ToolError(f"cannot read {path}: {exc.strerror}") from None
+    offsets = {}
+    for number, line in enumerate(lines, 1):
+        cells = line.split(",")
+        try:
+            topic, partition, offset = cells[-3], int(cells[-2]), int(cells[-1])
+        except (IndexError, ValueError):
+            raise ToolError(f"{path} line {number}: expected topic,partition,offset, got "
+                            f"{line!r}") from None
+        offsets[(topic, partition)] = offset
+    return offsets
 
 
 def parse_datetime(text: str) -> int:
@@ -194,6 +275,44 @@ class GroupTool:
         if result.errors:
             raise ToolError(str(result.errors[0]))
         return sorted(g.group_id for g in result.valid)
+
+    def list_groups_with_state(self) -> list[tuple[str, str]]:
+        result = self.reach.result(self.admin.list_consumer_groups(request_timeout=self.timeout))
+        if result.errors:
+            raise ToolError(str(result.errors[0]))
+        return sorted((g.group_id, state_name(g.state).title().replace("_", ""))
+                      for g in result.valid)
+
+    def delete_offsets(self, group: str, topics: list[str]
+                       ) -> list[tuple[tuple[str, int], str | None]]:
+        """OffsetDelete to the group's coordinator (confluent-kafka has no call for it):
+        each partition's outcome, None for success."""
+        from pybroker.errors import RETRIABLE, ErrorCode
+        from pybroker.tools._wire import WireClient, error_text
+
+        scope = self._reset_scope(group, topics, False)
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in scope:
+            by_topic.setdefault(topic, []).append(partition)
+        deadline = time.monotonic() + self.timeout
+        with WireClient(self.config["bootstrap.servers"], int(self.timeout * 1000)) as wire:
+            while True:  # the coordinator may still be loading its partition
+                found = wire.request(FIND_COORDINATOR, {"key": group, "key_type": 0},
+                                     max_version=2)
+                answer = (wire.request(OFFSET_DELETE, {"group_id": group, "topics": [
+                    {"name": t, "partitions": [{"partition_index": p} for p in parts]}
+                    for t, parts in by_topic.items()]}, node=found["node_id"])
+                    if found["error_code"] == 0 else found)
+                code = answer["error_code"]
+                if code not in RETRIABLE or time.monotonic() > deadline:
+                    break
+                time.sleep(RETRY_S)
+        if code:
+            raise ToolError(f"deleting offsets of group {group} failed: "
+                            f"{ErrorCode(code).name}")
+        return sorted(((t["name"], p["partition_index"]),
+                       error_text(p["error_code"]) if p["error_code"] else None)
+                      for t in answer["topics"] for p in t["partitions"])
 
     def _description(self, group: str) -> Any:
         futures = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)
@@ -302,10 +421,12 @@ class GroupTool:
         if execute and state not in INACTIVE_STATES:
             raise ToolError(f"Assignments can only be reset if the group '{group}' is inactive, "
                             f"but the current state is {state.title()}.")
-        targets = self._reset_scope(group, topics, all_topics)
+        kind, value = spec
+        targets = (sorted(value) if kind == "file" and not (topics or all_topics)
+                   else self._reset_scope(group, topics, all_topics))
+        committed = self._committed(group) if kind in ("shift", "current") else {}
         consumer = self._consumer()
         try:
-            kind, value = spec
             new: dict[tuple[str, int], int] = {}
             if kind == "datetime":
                 found = consumer.offsets_for_times(
@@ -321,6 +442,18 @@ class GroupTool:
                     new[(topic, partition)] = high
                 elif kind == "offset":
                     new[(topic, partition)] = min(max(value, low), high)
+                elif kind == "file":
+                    if (topic, partition) not in value:
+                        raise ToolError(f"{topic}-{partition} is not in the --from-file plan")
+                    new[(topic, partition)] = min(max(value[(topic, partition)], low), high)
+                elif kind == "shift":
+                    if (topic, partition) not in committed:
+                        raise ToolError(f"Cannot shift offset for partition {topic}-{partition} "
+                                        "since there is no current committed offset")
+                    new[(topic, partition)] = min(max(committed[(topic, partition)] + value,
+                                                      low), high)
+                elif kind == "current":
+                    new[(topic, partition)] = committed.get((topic, partition), high)
                 elif new.get((topic, partition), -1) < 0:
                     new[(topic, partition)] = high
         finally:
