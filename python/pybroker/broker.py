@@ -141,6 +141,7 @@ class Broker:
         metadata = MetadataCache(backend.cluster_id)
         fetchers = ReplicaFetcherManager(broker_id, metadata, config)
         replicas = ReplicaManager(broker_id, logs, self.purgatory, fetchers)
+        replicas.known_partition = lambda t, i: metadata.partition(t, i) is not None
         publisher = MetadataPublisher(metadata, replicas, self.purgatory)
         admin = TopicAdmin(config, backend, metadata, self.purgatory)
         groups = GroupCoordinator.for_broker(config, metadata, replicas, admin)

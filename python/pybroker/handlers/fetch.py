@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pybroker import _core
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.fetch.sessions import new_context
+from pybroker.handlers.leader_hint import LeaderHints
 from pybroker.handlers.registry import handles
 from pybroker.replica.selector import preferred_read_replica
 from pybroker.security.authorizer import authorizer_for
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 MAX_BYTES_DEFAULT = 0x7FFFFFFF
 READ_COMMITTED = 1
+LEADER_MOVED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
 
 @handles(1, (4, 17))
@@ -73,15 +75,28 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
         if total >= min_bytes or errors or unknown or remaining <= 0 or not partitions:
             if total and follower is None:
                 ctx.metrics.record_fetch(topics)
+            endpoints = leader_hints(ctx, request, topics) if request.version >= 16 else []
             session_id, answers = session.respond(topics, unknown)
             if session.error:
                 return session.error_response() | {"session_id": session_id}
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
-                    "responses": answers}
+                    "responses": answers, "node_endpoints": endpoints}
         # woken when what this fetch may read grows: a consumer reads up to the high
         # watermark, a follower up to the leader's log end
         keys = [p.leo_key if follower is not None else p.hw_key for p in partitions]
         await ctx.purgatory.wait_for_notify("fetch", keys, remaining)
+
+
+def leader_hints(ctx: BrokerContext, request: Request,
+                 topics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """KIP-951 (v16+): a partition answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+    names its current leader; the answer's node endpoints (Kafka's KafkaApis)."""
+    hints = LeaderHints(ctx.metadata, request.connection)
+    for topic in topics:
+        for p in topic["partitions"]:
+            if p["error_code"] in LEADER_MOVED:
+                p["current_leader"] = hints.current_leader(topic["topic"], p["partition_index"])
+    return hints.node_endpoints()
 
 
 def read_all(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pybroker import _core
 from pybroker.admin.internal_topics import ADMIN_CLIENT_ID, INTERNAL_TOPICS
 from pybroker.errors import ErrorCode, KafkaError
+from pybroker.handlers.leader_hint import LeaderHints
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
@@ -75,7 +76,16 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> dict[str, Any]
             # request's replication too
             await request.connection.flush()
         await wait_for_isr(ctx, waiting, request.received_ms + max(0, body["timeout_ms"]) / 1000)
-    return {"responses": responses, "throttle_time_ms": 0}
+    answer: dict[str, Any] = {"responses": responses, "throttle_time_ms": 0}
+    if request.version >= 10:
+        # KIP-951: NOT_LEADER_OR_FOLLOWER names the current leader (Kafka's KafkaApis)
+        hints = LeaderHints(ctx.metadata, request.connection)
+        for topic in responses:
+            for p in topic["partition_responses"]:
+                if p["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    p["current_leader"] = hints.current_leader(topic["name"], p["index"])
+        answer["node_endpoints"] = hints.node_endpoints()
+    return answer
 
 
 async def wait_for_isr(ctx: BrokerContext,

@@ -36,6 +36,10 @@ class ReplicaManager:
         #: called with (topic, partition, leads) when this broker starts or stops
         #: leading a partition (the group coordinator follows its offsets partitions)
         self.leadership_listeners: list[Callable[[str, int, bool], None]] = []
+        #: whether the cluster's metadata has the partition (set by the broker): one it
+        #: has but this broker does not host answers NOT_LEADER_OR_FOLLOWER, as Kafka's
+        #: ReplicaManager.getPartitionOrError, so the client looks for its new place
+        self.known_partition: Callable[[str, int], bool] = _unknown
         #: partitions not assigned here whose dirs were looked for (stray logs)
         self._stray_checked: set[tuple[str, int]] = set()
         #: leader.replication.throttled.rate over the throttled replicas' traffic
@@ -50,10 +54,7 @@ class ReplicaManager:
         """The partition, when this broker leads it at the epoch the client knows;
         else the KafkaError a client gets (UNKNOWN_TOPIC_OR_PARTITION,
         NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH)."""
-        partition = self.partitions.get((topic, index))
-        if partition is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             "This server does not host this topic-partition.")
+        partition = self._hosted(topic, index)
         partition.check_leader(current_leader_epoch)
         return partition
 
@@ -62,12 +63,19 @@ class ReplicaManager:
         """The partition when this broker holds a replica of it, leader or follower
         of a known leader, at the epoch the client knows (a consumer may read from a
         follower, KIP-392); else the client's KafkaError as in leader_for."""
-        partition = self.partitions.get((topic, index))
-        if partition is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             "This server does not host this topic-partition.")
+        partition = self._hosted(topic, index)
         partition.check_replica(current_leader_epoch)
         return partition
+
+    def _hosted(self, topic: str, index: int) -> ReplicaPartition:
+        partition = self.partitions.get((topic, index))
+        if partition is not None:
+            return partition
+        if self.known_partition(topic, index):
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                             "This server is not a replica of this topic-partition.")
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                         "This server does not host this topic-partition.")
 
     def apply_topic(self, record: TopicRecord, versions: list[int] | None = None) -> None:
         """Take on the topic's partition states (with their store versions, when
@@ -175,3 +183,7 @@ class ReplicaManager:
 
 def _ignore() -> None:
     pass
+
+
+def _unknown(topic: str, index: int) -> bool:
+    return False

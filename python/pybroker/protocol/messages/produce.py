@@ -4,7 +4,7 @@ The broker handles versions 3-10 (one layout); 0-2 are declared (their layout) a
 advertised, as Kafka 4.0 does so that librdkafka keeps compression on, but a request of
 one closes the connection (pybroker.handlers.produce). acks=0 requests get no
 response. Version 9 is flexible; 10 adds the tagged ``current_leader`` and
-``node_endpoints`` of KIP-951 (left at their defaults: no leader hint).
+``node_endpoints`` of KIP-951 (pybroker.handlers.leader_hint).
 """
 
 from pybroker.protocol.schema import Api, Array, Field, Struct
