@@ -810,6 +810,11 @@ def test_fetch_session_partitions_are_authorized_on_every_fetch(env: Env, versio
         assert len(future.result(TIMEOUT_S)) == 1
     revoked = incremental("alice", 3)
     assert codes(revoked, version) == [TOPIC_DENIED] and not _fetched(revoked, version), revoked
+    # named again in the request too: one answer for the partition, not one per check
+    named = env.request("alice", 1, version, {**_fetch_body(False)(names, version),
+                                              "session_id": full["session_id"],
+                                              "session_epoch": 4})
+    assert codes(named, version) == [TOPIC_DENIED] and not _fetched(named, version), named
 
 
 # --- real clients, the case --------------------------------------------------------

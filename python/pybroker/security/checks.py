@@ -164,7 +164,14 @@ def _fetch(allowed: Allowed, version: int, body: Body) -> Decision | None:
         return None
     # the handler still runs (with what is left, maybe nothing): a fetch session moves on
     body["topics"] = keep
-    return Decision(merge=_merge_into("responses", extra), denied=denied)
+    key = "topic_id" if version >= 13 else "topic"
+    answered = {t[key] for t in extra}
+
+    def merge(response: Body) -> None:
+        # a session's partition of a topic answered here is not answered twice
+        response["responses"] = [t for t in response["responses"]
+                                 if t[key] not in answered] + extra
+    return Decision(merge=merge, denied=denied)
 
 
 def _list_offsets(allowed: Allowed, version: int, body: Body) -> Decision | None:
