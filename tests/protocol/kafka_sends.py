@@ -89,9 +89,14 @@ def set_when_ok(default: Any, kafka: str, *, at_least: int = 0) -> Rule:
     return Rule(kafka, lambda at: at.value >= at_least if at.ok else at.value == default)
 
 
-def default_when_ok(default: Any, kafka: str) -> Rule:
-    """A hint Kafka sets only with some errors: the default on success."""
-    return Rule(kafka, lambda at: at.value == default if at.ok else True)
+def leader_hint(errors: tuple[int, ...], since: int, kafka: str) -> Rule:
+    """KIP-951: the current leader (or -1) with one of ``errors`` from version ``since``
+    (KafkaApis.getCurrentLeader), -1 otherwise (tests/cluster/test_leader_hints.py)."""
+    def check(at: At) -> bool:
+        if at.version >= since and at.parent.get("error_code") in errors:
+            return at.value >= -1
+        return at.value == -1
+    return Rule(kafka, check)
 
 
 def rack(kafka: str) -> Rule:
@@ -183,11 +188,11 @@ TABLE: dict[tuple[str, str], Rule] = {
     ("Produce", "responses.partition_responses.error_message"): message_null_when_ok(
         "null on success (PartitionResponse.errorMessage unset); the error's message or "
         "null otherwise"),
-    ("Produce", "responses.partition_responses.current_leader.leader_id"): default_when_ok(
-        -1, "KIP-951: the new leader with NOT_LEADER_OR_FOLLOWER/FENCED_LEADER_EPOCH; "
-        "-1 otherwise"),
-    ("Produce", "responses.partition_responses.current_leader.leader_epoch"):
-        default_when_ok(-1, "as leader_id: the new leader's epoch, -1 otherwise"),
+    ("Produce", "responses.partition_responses.current_leader.leader_id"): leader_hint(
+        (NOT_LEADER_OR_FOLLOWER,), 10, "KIP-951: with NOT_LEADER_OR_FOLLOWER the "
+        "partition's current leader (-1 when unknown); -1 otherwise"),
+    ("Produce", "responses.partition_responses.current_leader.leader_epoch"): leader_hint(
+        (NOT_LEADER_OR_FOLLOWER,), 10, "as leader_id: that leader's epoch"),
     ("Produce", "node_endpoints.rack"): rack(
         "the listed broker's broker.rack, null when unset"),
     # --- Fetch: KafkaApis.handleFetchRequest, FetchResponse.partitionResponse
@@ -200,11 +205,12 @@ TABLE: dict[tuple[str, str], Rule] = {
         "the epoch and its end offset, both set)", _same_pair("epoch", "end_offset")),
     ("Fetch", "responses.partitions.diverging_epoch.end_offset"): either(
         "as diverging_epoch.epoch", _same_pair("epoch", "end_offset")),
-    ("Fetch", "responses.partitions.current_leader.leader_id"): default_when_ok(
-        -1, "KIP-951: the new leader with NOT_LEADER_OR_FOLLOWER/FENCED_LEADER_EPOCH; "
-        "-1 otherwise"),
-    ("Fetch", "responses.partitions.current_leader.leader_epoch"): default_when_ok(
-        -1, "as leader_id"),
+    ("Fetch", "responses.partitions.current_leader.leader_id"): leader_hint(
+        (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH), 16, "KIP-951, v16+: with "
+        "NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH the partition's current leader (-1 "
+        "when unknown); -1 otherwise (also in v12-15)"),
+    ("Fetch", "responses.partitions.current_leader.leader_epoch"): leader_hint(
+        (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH), 16, "as leader_id: that leader's epoch"),
     ("Fetch", "responses.partitions.snapshot_id.end_offset"): always(
         -1, "-1: snapshots are KRaft's __cluster_metadata only"),
     ("Fetch", "responses.partitions.snapshot_id.epoch"): always(
