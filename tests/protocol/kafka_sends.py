@@ -385,10 +385,11 @@ TABLE: dict[tuple[str, str], Rule] = {
     ("AlterClientQuotas", "entries.entity.entity_name"): either(
         "echoes the request's entity name, null for the default entity"),
     # --- SCRAM: KafkaApis / ControllerApis, ScramControlManager
-    ("DescribeUserScramCredentials", "error_message"): message_null_when_ok(
-        "null on success; the error's message otherwise"),
-    ("DescribeUserScramCredentials", "results.error_message"): message_null_when_ok(
-        "null on success; the error's message otherwise"),
+    ("DescribeUserScramCredentials", "error_message"): message_empty_when_ok(
+        "unset (\"\") by ScramImage.describe; the error's message on errors"),
+    ("DescribeUserScramCredentials", "results.error_message"): message_empty_when_ok(
+        "unset (\"\") on success (ScramImage.describe); RESOURCE_NOT_FOUND and "
+        "DUPLICATE_RESOURCE with their messages"),
     ("AlterUserScramCredentials", "results.error_message"): message_null_when_ok(
         "ApiError.message() (null for ApiError.NONE)"),
     # --- DescribeCluster: KafkaApis.handleDescribeCluster

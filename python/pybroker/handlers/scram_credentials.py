@@ -25,8 +25,10 @@ if TYPE_CHECKING:
     from pybroker.server.dispatch import Request
 
 
-def _result(user: str, code: ErrorCode = ErrorCode.NONE, message: str | None = None,
+def _result(user: str, code: ErrorCode = ErrorCode.NONE, message: str | None = "",
             infos: list[dict[str, int]] | None = None) -> dict[str, Any]:
+    # a success's message is "": Kafka's ScramImage.describe leaves it unset (the
+    # schema's default for this nullable string is "", not null)
     return {"user": user, "error_code": int(code), "error_message": message,
             "credential_infos": infos or []}
 
@@ -55,7 +57,8 @@ async def handle_describe_user_scram_credentials(ctx: BrokerContext,
         results.append(_result(user, infos=[
             {"mechanism": MECHANISMS[m][1], "iterations": c.iterations}
             for m, c in found.items()]))
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": results}
+    # "" as Kafka, which leaves the top-level message unset too
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": "", "results": results}
 
 
 @handles(51, (0, 0))
