@@ -9,7 +9,8 @@ LIBRDKAFKA_TESTS_LIST picks the suite tests (space separated numbers, default th
 issue 24 fixed: 0011 0081 0113 0119); LIBRDKAFKA_TESTS_MODE=full runs them in full
 mode (default quick, the suite's -Q). The broker runs with an ACL authorizer that
 allows what no ACL names (0119 adds its ACLs with $KAFKA_PATH/bin/kafka-acls.sh, here
-pybroker's acls tool), and the suite is told it talks to Kafka 4.0.0."""
+pybroker's acls tool; kafka-topics.sh likewise) and, as the suite's own brokers,
+auto-creates topics with 4 partitions; the suite is told it talks to Kafka 4.0.0."""
 
 from __future__ import annotations
 
@@ -36,12 +37,14 @@ pytestmark = pytest.mark.skipif(
 
 
 def kafka_path(root: Path) -> Path:
-    """A stand-in Kafka distribution: bin/kafka-acls.sh runs pybroker's acls tool."""
+    """A stand-in Kafka distribution: bin/kafka-acls.sh and bin/kafka-topics.sh run
+    pybroker's acls and topics tools."""
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True)
-    script = bin_dir / "kafka-acls.sh"
-    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m pybroker acls "$@"\n')
-    script.chmod(0o755)
+    for name, tool in (("kafka-acls.sh", "acls"), ("kafka-topics.sh", "topics")):
+        script = bin_dir / name
+        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m pybroker {tool} "$@"\n')
+        script.chmod(0o755)
     return root
 
 
@@ -51,13 +54,16 @@ def test_librdkafka_suite(number: str, broker_factory: BrokerFactory, tmp_path: 
     suite = Path(SUITE)
     b = broker_factory({
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "true"})
+        "allow.everyone.if.no.acl.found": "true",
+        # the suite's own brokers (trivup) auto-create topics with 4 partitions, and
+        # its tests produce to partitions 0-3 of topics they never created
+        "num.partitions": "4"})
     conf = tmp_path / "test.conf"
     # the suite's timeouts assume a JVM tool that answers in a second or two and an
     # idle machine: three times as long
     conf.write_text(f"bootstrap.servers={b.bootstrap}\ntest.timeout.multiplier=3\n")
     libs = [str(suite.parent / "src"), str(suite.parent / "src-cpp")]
-    env = {**os.environ, "TESTS": number, "TEST_KAFKA_VERSION": "4.0.0",
+    env = {**os.environ, "TESTS": number, "TEST_KAFKA_VERSION": "4.0.0", "BROKERS": b.bootstrap,
            "RDKAFKA_TEST_CONF": str(conf), "KAFKA_PATH": str(kafka_path(tmp_path / "kafka")),
            "LD_LIBRARY_PATH": ":".join([*libs, os.environ.get("LD_LIBRARY_PATH", "")])}
     args = ["./test-runner", "-p1", *(["-Q"] if QUICK else [])]
