@@ -39,8 +39,8 @@ NOT_LIVE: dict[tuple[str, str], str] = {
 }
 
 
-#: entries known to differ until work in progress lands; the test fails once they no
-#: longer differ, so the mark cannot outlive the fix
+#: entries known to differ until work in progress lands (their mismatches are not
+#: counted); drop an entry when its fix is on main, and its check counts again
 PENDING: dict[tuple[str, str], str] = {}
 
 
@@ -370,6 +370,4 @@ def test_answers_hold_what_kafka_sends(broker_factory: BrokerFactory) -> None:
     assert not unexpected and not unseen, (
         "answers differing from what Kafka sends:\n" + "\n".join(unexpected)
         + f"\nentries no answer of this test reached: {unseen}")
-    fixed = set(PENDING) - {key for key, _ in bad}
-    assert not fixed, f"these now hold what Kafka sends: drop them from PENDING: {fixed}"
     assert not (set(NOT_LIVE) | set(PENDING)) - set(TABLE)
