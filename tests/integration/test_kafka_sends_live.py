@@ -32,8 +32,10 @@ NOT_LIVE: dict[tuple[str, str], str] = {
     ("Produce", "responses.partition_responses.record_errors.batch_index_error_message"):
         "record errors need a batch the broker refuses per record (test_record_validation)",
     ("SaslAuthenticate", "error_message"): "needs a SASL listener (tests/security)",
-    ("Fetch", "node_endpoints.rack"): "only sent with a new leader hint (a cluster)",
-    ("Produce", "node_endpoints.rack"): "only sent with a new leader hint (a cluster)",
+    ("Fetch", "node_endpoints.rack"):
+        "only sent with a leader hint, on a cluster: tests/cluster/test_leader_hints.py",
+    ("Produce", "node_endpoints.rack"):
+        "only sent with a leader hint, on a cluster: tests/cluster/test_leader_hints.py",
     ("DescribeProducers", "topics.partitions.active_producers.current_txn_start_offset"):
         "seen only while a producer of the partition is active",
 }
