@@ -29,6 +29,8 @@ from pybroker.tools._common import (
     stdout_gone,
 )
 
+#: Kafka's formatter class (its older name, kafka.tools.DefaultMessageFormatter, too)
+DEFAULT_FORMATTER = "org.apache.kafka.tools.consumer.DefaultMessageFormatter"
 COMMAND = "console-consumer"
 HELP = "print records of a topic (kafka-console-consumer.sh)"
 
@@ -39,7 +41,10 @@ TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_bootstrap(parser)
-    parser.add_argument("--topic", required=True, help="the topic to consume")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--topic", help="the topic to consume")
+    source.add_argument("--include", "--whitelist", metavar="REGEX",
+                        help="consume every topic whose whole name matches REGEX")
     parser.add_argument("--group", help="consumer group id (subscribe and commit)")
     parser.add_argument("--from-beginning", action="store_true",
                         help="start with the earliest record instead of the newest")
@@ -59,6 +64,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "wait for a broker, default 30000)")
     parser.add_argument("--isolation-level", default=None,
                         help="read_committed or read_uncommitted")
+    parser.add_argument("--formatter", default=DEFAULT_FORMATTER, metavar="CLASS",
+                        help="Kafka's DefaultMessageFormatter (the only one), configured by "
+                             "--property or --formatter-config")
+    parser.add_argument("--formatter-config", metavar="FILE",
+                        help="properties file of formatter properties (print.key, ...)")
 
 
 def _flag(props: dict[str, str], name: str, default: bool) -> bool:
@@ -159,7 +169,14 @@ def warn_metadata(args: argparse.Namespace, code: int) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         ck = require_client()
-        props = parse_pairs(args.property)
+        if args.formatter.rsplit(".", 1)[-1] != "DefaultMessageFormatter":
+            raise ToolError(f"formatter {args.formatter} is not available: only Kafka's "
+                            f"{DEFAULT_FORMATTER}, with its properties (print.key, "
+                            "print.timestamp, print.partition, print.offset, print.headers, "
+                            "key.separator, ...)")
+        if args.include and args.partition is not None:
+            raise ToolError("Options include and partition cannot be specified together.")
+        props = {**read_properties(args.formatter_config), **parse_pairs(args.property)}
         formatter = MessageFormatter(props)
         extra = {
             "group.id": args.group or f"console-consumer-{uuid.uuid4().int % 100000}",
@@ -192,7 +209,11 @@ def run(args: argparse.Namespace) -> int:
     timeout_s = args.timeout_ms / 1000 if args.timeout_ms is not None else None
     try:
         last = time.monotonic()
-        if args.group:
+        if args.include:
+            # librdkafka subscribes to the topics a `^`-regex matches; Kafka's pattern
+            # matches whole names
+            consumer.subscribe([f"^({args.include})$"])
+        elif args.group:
             consumer.subscribe([args.topic])
         else:
             deadline = last + timeout_s if timeout_s is not None else None
