@@ -224,6 +224,7 @@ class Broker:
                 tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
+                dispatcher.quotas.close()
                 txn_markers.remove_marker_listener(groups.on_txn_marker)
                 await txn.close()
                 listener.stop()

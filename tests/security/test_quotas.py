@@ -90,3 +90,36 @@ def test_rate_counts_the_first_windows_as_whole() -> None:
     assert rate.measure(100.0) == 100.0  # 1000 bytes over 10 assumed windows
     rate.record(1000, now=110.5)
     assert rate.window(110.5) == 10.5
+
+
+def test_closed_quotas_stop_reading_the_store() -> None:
+    """After the broker's shutdown the store is gone: a refresh still running would log
+    'reloading client quotas: ...' after 'shut down cleanly' (seen in the cluster tests)."""
+    import asyncio
+
+    from pybroker.config import BrokerConfig
+    from pybroker.security import client_quotas
+    from pybroker.security.client_quotas import ClientQuotas
+
+    class Store:
+        def __init__(self) -> None:
+            self.version_reads = 0
+
+        async def config_version(self) -> int:
+            self.version_reads += 1
+            return 1
+
+        async def all_entity_configs(self) -> dict[str, dict[str, str]]:
+            return {}
+
+    async def run() -> Store:
+        store = Store()
+        quotas = ClientQuotas(BrokerConfig({}), store)  # type: ignore[arg-type]
+        await quotas.ready()
+        quotas.close()
+        before = store.version_reads
+        await asyncio.sleep(client_quotas.REFRESH_INTERVAL_S * 2.5)
+        assert store.version_reads == before
+        return store
+
+    asyncio.run(run())

@@ -127,6 +127,13 @@ class ClientQuotas:
         if self._version is not None and self._refresher is None:
             self._refresher = asyncio.get_running_loop().create_task(self._refresh())
 
+    def close(self) -> None:
+        """Stop re-reading the store: after the broker's shutdown it is closed, and a
+        refresh would only log its absence after the broker said it shut down."""
+        if self._refresher is not None:
+            self._refresher.cancel()
+            self._refresher = None
+
     async def _load(self) -> dict[tuple[str | None, str | None], dict[str, float]]:
         out = {}
         for path, config in (await self.store.all_entity_configs()).items():
