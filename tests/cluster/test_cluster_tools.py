@@ -79,7 +79,7 @@ def test_log_dirs(tools_cluster: Cluster) -> None:
         len(tools_cluster.log_bytes(b, "dirs", 0)) > 2000 for b in tools_cluster.brokers),
         what="every replica of dirs-0 to have the records")
     out = tool("log-dirs", "--bootstrap-server", tools_cluster.bootstrap, "--describe",
-               "--topic-list", "dirs").stdout.splitlines()
+               "--topic-list", "dirs", "--json").stdout.splitlines()
     assert out[0] == "Querying brokers for log directories information"
     assert out[1] == "Received log directory information from brokers 1,2,3"
     assert len(out) == 3
@@ -95,8 +95,17 @@ def test_log_dirs(tools_cluster: Cluster) -> None:
         assert sizes["dirs-0"]["size"] == len(tools_cluster.log_bytes(broker, "dirs", 0))
         assert sizes["dirs-1"]["size"] == 0
         assert all(p["offsetLag"] == 0 and p["isFuture"] is False for p in sizes.values())
+    # the default: a table, a row per partition
+    rows = [line.split() for line in tool(
+        "log-dirs", "--bootstrap-server", tools_cluster.bootstrap, "--describe",
+        "--topic-list", "dirs").stdout.splitlines()]
+    assert rows[0] == ["BROKER", "LOG-DIR", "PARTITION", "SIZE", "OFFSET-LAG", "IS-FUTURE",
+                       "ERROR"]
+    assert {(r[0], r[2]) for r in rows[1:]} == {
+        (str(e["broker"]), q["partition"]) for e in document["brokers"]
+        for q in e["logDirs"][0]["partitions"]}, rows
     one = tool("log-dirs", "--bootstrap-server", tools_cluster.bootstrap, "--describe",
-               "--broker-list", "2").stdout.splitlines()
+               "--broker-list", "2", "--json").stdout.splitlines()
     assert one[1] == "Received log directory information from brokers 2"
     [only] = json.loads(one[2])["brokers"]
     assert only["broker"] == 2

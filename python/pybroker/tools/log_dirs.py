@@ -3,8 +3,13 @@
     pybroker log-dirs --bootstrap-server B --describe [--broker-list 1,2] [--topic-list t,u]
 
 Asks each broker (all of them unless --broker-list) for its log dirs (DescribeLogDirs)
-and prints Kafka's two lines, then the JSON document Kafka prints, keys in its order:
-{"version":1,"brokers":[{"broker":1,"logDirs":[{"logDir":"/data","error":null,
+and prints a table, a row per partition of each dir:
+
+    BROKER LOG-DIR      PARTITION SIZE OFFSET-LAG IS-FUTURE ERROR
+    1      /data/kafka  t-0       123  0          false     -
+
+With --json, Kafka's own output: its two lines, then its JSON document, keys in its
+order: {"version":1,"brokers":[{"broker":1,"logDirs":[{"logDir":"/data","error":null,
 "partitions":[{"partition":"t-0","size":123,"offsetLag":0,"isFuture":false}]}]}]}"""
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="brokers to query (default: all)")
     parser.add_argument("--topic-list", metavar="T1,T2",
                         help="topics whose partitions to show (default: all)")
+    parser.add_argument("--json", action="store_true",
+                        help="Kafka's output: two lines, then its JSON document")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,12 +62,16 @@ def run(args: argparse.Namespace) -> int:
                                     + ",".join(map(str, known)))
             else:
                 brokers = known
-            print("Querying brokers for log directories information")
+            if args.json:
+                print("Querying brokers for log directories information")
             dirs = {b: client.request(DESCRIBE_LOG_DIRS, {"topics": None}, node=b)
                     for b in brokers}
-        print("Received log directory information from brokers "
-              + ",".join(str(b) for b in brokers))
-        print(json.dumps(document(dirs, topics), separators=(",", ":")))
+        if args.json:
+            print("Received log directory information from brokers "
+                  + ",".join(str(b) for b in brokers))
+            print(json.dumps(document(dirs, topics), separators=(",", ":")))
+        else:
+            print_table(table(document(dirs, topics)))
         return 0
     except BrokenPipeError:  # `| head` closed stdout: the CLI ends quietly
         raise
@@ -86,3 +97,29 @@ def document(answers: dict[int, dict[str, Any]], topics: set[str]) -> dict[str, 
                              "partitions": partitions})
         brokers.append({"broker": broker, "logDirs": log_dirs})
     return {"version": 1, "brokers": brokers}
+
+
+COLUMNS = ("BROKER", "LOG-DIR", "PARTITION", "SIZE", "OFFSET-LAG", "IS-FUTURE", "ERROR")
+
+
+def table(doc: dict[str, Any]) -> list[tuple[str, ...]]:
+    """The rows of Kafka's document: one per partition, one for a dir without any."""
+    rows = []
+    for broker in doc["brokers"]:
+        for log_dir in broker["logDirs"]:
+            error = log_dir["error"] or "-"
+            if not log_dir["partitions"]:
+                rows.append((str(broker["broker"]), log_dir["logDir"], "-", "-", "-", "-",
+                             error))
+            for p in sorted(log_dir["partitions"], key=lambda p: p["partition"]):
+                rows.append((str(broker["broker"]), log_dir["logDir"], p["partition"],
+                             str(p["size"]), str(p["offsetLag"]),
+                             str(p["isFuture"]).lower(), error))
+    return rows
+
+
+def print_table(rows: list[tuple[str, ...]]) -> None:
+    cells = [COLUMNS, *rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(COLUMNS))]
+    for row in cells:
+        print(" ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
