@@ -51,19 +51,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compression-codec", nargs="?", const="gzip", default=None,
                         help="none, gzip, snappy, lz4 or zstd (gzip if given bare)")
     parser.add_argument("--sync", action="store_true", help="wait for each record's delivery")
+    parser.add_argument("--timeout", type=int, metavar="MS",
+                        help="linger: how long a record may wait for a batch (linger.ms)")
+    parser.add_argument("--batch-size", type=int, metavar="BYTES",
+                        help="the largest batch, in bytes (batch.size)")
 
 
 class LineReader:
-    """Kafka's LineMessageReader: a line -> (key, value)."""
+    """Kafka's LineMessageReader: a line -> (key, value), and headers with
+    parse.headers=true: `h1:v1,h2:v2<TAB>key<TAB>value` (headers.delimiter,
+    headers.separator, headers.key.separator; null.marker stands for a null value)."""
 
     def __init__(self, props: dict[str, str]) -> None:
         self.parse_key = props.get("parse.key", "false").lower() == "true"
         self.key_separator = props.get("key.separator", "\t")
         self.ignore_error = props.get("ignore.error", "false").lower() == "true"
+        self.parse_headers = props.get("parse.headers", "false").lower() == "true"
+        self.headers_delimiter = props.get("headers.delimiter", "\t")
+        self.headers_separator = props.get("headers.separator", ",")
+        self.headers_key_separator = props.get("headers.key.separator", ":")
+        self.null_marker = props.get("null.marker")
         self.line_number = 0
+        #: the headers of the line parse() read last
+        self.headers: list[tuple[str, bytes | None]] = []
+
+    def _headers(self, line: str) -> str:
+        """Take the headers off the front of the line; the rest of it."""
+        text, sep, rest = line.partition(self.headers_delimiter)
+        if not sep:
+            raise ToolError(f"No headers delimiter found on line number {self.line_number}: "
+                            f"'{line}'")
+        self.headers = []
+        for item in text.split(self.headers_separator) if text else []:
+            name, _, value = item.partition(self.headers_key_separator)
+            self.headers.append((name, None if value == self.null_marker
+                                 else value.encode()))
+        return rest
 
     def parse(self, line: str) -> tuple[bytes | None, bytes]:
         self.line_number += 1
+        if self.parse_headers:
+            line = self._headers(line)
         if not self.parse_key:
             return None, line.encode()
         key, sep, value = line.partition(self.key_separator)
@@ -85,6 +113,10 @@ def run(args: argparse.Namespace) -> int:
             extra["acks"] = str(args.request_required_acks)
         if args.compression_codec:
             extra["compression.type"] = args.compression_codec
+        if args.timeout is not None:
+            extra["linger.ms"] = str(args.timeout)
+        if args.batch_size is not None:
+            extra["batch.size"] = str(args.batch_size)
         config = with_delivery_timeout(client_config(
             args.bootstrap_server, extra, read_properties(args.producer_config),
             parse_pairs(args.producer_property)))
@@ -118,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
             key, value = reader.parse(line)
             while True:
                 try:
-                    producer.produce(topic, value=value, key=key, on_delivery=delivered)
+                    producer.produce(topic, value=value, key=key, on_delivery=delivered,
+                                     headers=reader.headers or None)
                     break
                 except BufferError:
                     producer.poll(0.1)
