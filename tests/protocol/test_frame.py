@@ -250,9 +250,12 @@ def test_many_partitions_decode_fast() -> None:
                                                for p in range(50)]} for t in range(20)]}
     frame = b"".join(encode_request(1, 11, 1, "c", body))[4:]
     decode_request(frame)
-    start = time.perf_counter()
+    # the best of 20 single decodes: a loaded machine delays some of them, never all; a
+    # decode that grew quadratic in the partitions (the defect this guards) is slow in each
+    fastest = float("inf")
     for _ in range(20):
+        start = time.perf_counter()
         _, decoded = decode_request(frame)
-    per_request = (time.perf_counter() - start) / 20
+        fastest = min(fastest, time.perf_counter() - start)
     assert decoded["topics"][19]["partitions"][49]["fetch_offset"] == 490
-    assert per_request < 0.01  # 1000 partitions
+    assert fastest < 0.01  # 1000 partitions: about 0.5 ms on a quiet machine

@@ -76,7 +76,7 @@ def test_huge_array_count_in_tiny_frame(count: bytes) -> None:
     start = time.perf_counter()
     with pytest.raises(MalformedRequestError, match="array"):
         decode_request(frame)
-    assert time.perf_counter() - start < 0.05
+    assert time.perf_counter() - start < 1.0  # refused up front, not after allocating 2**31 entries
 
 
 def test_huge_nested_array_count() -> None:
@@ -94,7 +94,7 @@ def test_huge_compact_array_count_fetch_v12() -> None:
         decode_request(header + fixed + b"\xff\xff\xff\xff\x0f" + b"\x02t")
     with pytest.raises(MalformedRequestError):  # a varint that never ends
         decode_request(header + fixed + b"\xff" * 20)
-    assert time.perf_counter() - start < 0.05
+    assert time.perf_counter() - start < 1.0  # refused up front, not after allocating 2**31 entries
 
 
 @pytest.mark.parametrize("records_len", [b"\x7f\xff\xff\xff", b"\x00\x00\x00\x09"])
