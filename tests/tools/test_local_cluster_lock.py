@@ -25,5 +25,6 @@ def test_second_local_cluster_on_a_held_base_dir_is_refused(tmp_path: Path) -> N
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
         f"Failed to acquire lock on file .lock in {tmp_path}. A Kafka instance in another "
-        "process or thread is using this directory."]
+        "process or thread is using this directory. (a local cluster runs there: pybroker "
+        f"local-cluster --base-dir {tmp_path} status)"]
     assert [p.name for p in tmp_path.iterdir()] == [".lock"]
