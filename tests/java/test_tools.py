@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.conftest import Broker
+from tests.conftest import Broker, BrokerFactory
 from tests.java.kafka import requires_kafka, tool, wait_until
 
 pytestmark = [requires_kafka, pytest.mark.timeout(300)]
@@ -314,8 +314,70 @@ def test_configs_tool(broker: Broker) -> None:
                    "retention.ms=777777,cleanup.policy=compact")
     if "Could not find or load main class" in altered.output:
         pytest.skip("this Kafka distribution has no kafka.admin.ConfigCommand (Scala core)")
-    altered.ok()
+    assert altered.ok().stdout.strip() == f"Completed updating config for topic {topic}."
     described = tool("kafka-configs.sh", "--bootstrap-server", b, "--describe",
                      "--entity-type", "topics", "--entity-name", topic).ok()
-    assert "retention.ms=777777" in described.stdout
-    assert "cleanup.policy=compact" in described.stdout
+    assert described.lines()[0] == f"Dynamic configs for topic {topic} are:"
+    entries = {ln.split("=", 1)[0].strip(): ln.strip() for ln in described.lines()[1:]}
+    assert set(entries) == {"retention.ms", "cleanup.policy"}
+    assert entries["retention.ms"].startswith(
+        "retention.ms=777777 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=777777")
+    tool("kafka-configs.sh", "--bootstrap-server", b, "--alter", "--entity-type", "topics",
+         "--entity-name", topic, "--delete-config", "cleanup.policy").ok()
+    after = tool("kafka-configs.sh", "--bootstrap-server", b, "--describe",
+                 "--entity-type", "topics", "--entity-name", topic).ok()
+    assert [ln.split("=", 1)[0].strip() for ln in after.lines()[1:]] == ["retention.ms"]
+
+    bad = tool("kafka-configs.sh", "--bootstrap-server", b, "--alter", "--entity-type",
+               "topics", "--entity-name", topic, "--add-config", "retention.ms=notanumber")
+    assert bad.returncode == 1
+    assert "InvalidConfigurationException" in bad.output or "Invalid value" in bad.output
+
+    # a dynamic broker config (per-broker) and the default-broker entity
+    tool("kafka-configs.sh", "--bootstrap-server", b, "--alter", "--entity-type", "brokers",
+         "--entity-name", "0", "--add-config", "log.cleaner.threads=2").ok()
+    brokers = tool("kafka-configs.sh", "--bootstrap-server", b, "--describe",
+                   "--entity-type", "brokers", "--entity-name", "0").ok()
+    assert brokers.lines()[0] == "Dynamic configs for broker 0 are:"
+    assert any(ln.strip().startswith("log.cleaner.threads=2 sensitive=false synonyms="
+                                     "{DYNAMIC_BROKER_CONFIG:log.cleaner.threads=2")
+               for ln in brokers.lines()[1:]), brokers.stdout
+    tool("kafka-configs.sh", "--bootstrap-server", b, "--alter", "--entity-type", "brokers",
+         "--entity-name", "0", "--delete-config", "log.cleaner.threads").ok()
+
+
+def test_acls_tool(broker_factory: BrokerFactory) -> None:
+    # PLAINTEXT clients are User:ANONYMOUS, made super user so that it may manage ACLs
+    broker = broker_factory({
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS"})
+    b = broker.bootstrap
+    listed = tool("kafka-acls.sh", "--bootstrap-server", b, "--list")
+    if "Could not find or load main class" in listed.output:
+        pytest.skip("this Kafka distribution has no kafka.admin.AclCommand (Scala core)")
+    assert listed.ok().stdout.strip() == ""
+    tool("kafka-acls.sh", "--bootstrap-server", b, "--add", "--allow-principal", "User:alice",
+         "--operation", "Read", "--operation", "Describe", "--topic", "orders").ok()
+    tool("kafka-acls.sh", "--bootstrap-server", b, "--add", "--allow-principal", "User:alice",
+         "--operation", "Read", "--group", "billing-", "--resource-pattern-type",
+         "prefixed").ok()
+    out = tool("kafka-acls.sh", "--bootstrap-server", b, "--list", "--topic", "orders").ok()
+    assert ("Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=orders, "
+            "patternType=LITERAL)`:") in out.stdout
+    assert sorted(ln.strip() for ln in out.lines()[1:]) == [
+        "(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)",
+        "(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)"]
+    by_principal = tool("kafka-acls.sh", "--bootstrap-server", b, "--list", "--principal",
+                        "User:alice").ok()
+    assert "name=billing-, patternType=PREFIXED" in by_principal.stdout
+    tool("kafka-acls.sh", "--bootstrap-server", b, "--remove", "--force", "--allow-principal",
+         "User:alice", "--operation", "Read", "--topic", "orders").ok()
+    out = tool("kafka-acls.sh", "--bootstrap-server", b, "--list", "--topic", "orders").ok()
+    assert [ln.strip() for ln in out.lines()[1:]] == [
+        "(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW)"]
+
+    # without an authorizer the broker answers SECURITY_DISABLED, as Kafka's
+    plain = broker_factory()
+    disabled = tool("kafka-acls.sh", "--bootstrap-server", plain.bootstrap, "--list")
+    assert disabled.returncode == 1
+    assert "SecurityDisabledException: No Authorizer is configured" in disabled.output
