@@ -205,7 +205,8 @@ async def test_partition_state_updates_are_conditional(cluster: Cluster) -> None
     a, b = await cluster.client(), await cluster.client()
     lease = await elect(a, 1)
     seen: list[tuple[str, int, VersionedState | None]] = []
-    await b.watch_partition_states(lambda t, p, s: seen.append((t, p, s)))
+    await b.watch_partition_states(
+        lambda t, changes: seen.extend((t, p, s) for p, s in changes.items()))
     assert seen == []
 
     await a.create_topic(assignment("p", partitions=2, replicas=[1, 2]), {}, lease)

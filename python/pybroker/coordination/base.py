@@ -328,9 +328,11 @@ class CoordinationBackend(Protocol):
         ...
 
     async def watch_partition_states(self, callback: Callback) -> WatchHandle:
-        """callback(topic, partition, VersionedState | None) for every partition state
-        of every topic, then for each change; None when the state is deleted. ZooKeeper
-        holds one watch per state znode (plus one per topic's partitions list)."""
+        """callback(topic, {partition: VersionedState | None}) with every partition state
+        of every topic, then with the changes; None when the state is deleted. Changes
+        seen together come as one call per topic (a controller's batch of a topic's
+        states is applied once, not once per partition). ZooKeeper holds one watch per
+        state znode (plus one per topic's partitions list)."""
         ...
 
     # --- ISR change notifications (leader -> controller) ---

@@ -55,7 +55,13 @@ from pybroker.coordination.errors import (
     MalformedZNode,
     StaleVersion,
 )
-from pybroker.coordination.watches import Callback, Dispatcher, WatchHandle, invoke
+from pybroker.coordination.watches import (
+    Callback,
+    Dispatcher,
+    StateBatches,
+    WatchHandle,
+    invoke,
+)
 from pybroker.coordination.znodes import (
     BrokerRegistration,
     LeaderAndIsr,
@@ -327,8 +333,7 @@ class EmbeddedBackend:
             configs=dict(configs), states=dict(states), state_versions=dict.fromkeys(states, 0))
         self._save()
         self._fire("topics")
-        for partition in states:
-            self._fire_state(assignment.name, partition)
+        self._fire_states(assignment.name, states)
 
     async def set_partition_assignment(self, assignment: TopicAssignment,
                                        lease: ControllerLease | None = None) -> None:
@@ -396,8 +401,7 @@ class EmbeddedBackend:
         self._fire("topics")
         if marked:
             self._fire("deletions")
-        for partition in topic.states:
-            self._fire_state(name, partition)
+        self._fire_states(name, topic.states)
 
     def _require(self, name: str) -> _Topic:
         topic = self._topics.get(name)
@@ -442,8 +446,7 @@ class EmbeddedBackend:
             entry.states[partition] = state
             entry.state_versions[partition] = 0
         self._save()
-        for partition in states:
-            self._fire_state(topic, partition)
+        self._fire_states(topic, states)
         return dict.fromkeys(states, 0)
 
     async def update_partition_state(self, topic: str, partition: int, state: LeaderAndIsr,
@@ -459,38 +462,36 @@ class EmbeddedBackend:
         entry.states[partition] = state
         entry.state_versions[partition] = version = expected_version + 1
         self._save()
-        self._fire_state(topic, partition)
+        self._fire_states(topic, [partition])
         return version
 
     async def watch_partition_states(self, callback: Callback) -> WatchHandle:
         self._dispatcher.start()
         handle = WatchHandle(lambda: self._watchers["states"].pop(handle, None))
-        self._watchers["states"][handle] = callback
+        batches = StateBatches(self._dispatcher, callback, lambda: handle.cancelled)
+        self._watchers["states"][handle] = batches.add
 
         async def initial() -> None:
             for name, entry in list(self._topics.items()):
                 for partition in list(entry.states):
-                    await self._state_job(handle, callback, name, partition)()
+                    batches.add(name, partition, VersionedState(
+                        entry.states[partition], entry.state_versions[partition]))
+            await batches.flush()
 
         await self._dispatcher.run(initial)
         return handle
 
-    def _fire_state(self, topic: str, partition: int) -> None:
-        for handle, callback in list(self._watchers["states"].items()):
-            self._dispatcher.submit(self._state_job(handle, callback, topic, partition),
-                                    key=(handle, topic, partition))
-
-    def _state_job(self, handle: WatchHandle, callback: Callback, topic: str, partition: int):
-        async def job() -> None:
-            if handle.cancelled:
-                return
-            entry = self._topics.get(topic)
-            current = None
-            if entry is not None and partition in entry.states:
-                current = VersionedState(entry.states[partition],
-                                         entry.state_versions[partition])
-            await invoke(callback, topic, partition, current)
-        return job
+    def _fire_states(self, topic: str, partitions: Iterable[int]) -> None:
+        """Hand the partitions' states as they are now (None: deleted) to every state
+        watch; they arrive as one batch per topic (StateBatches)."""
+        entry = self._topics.get(topic)
+        for add in list(self._watchers["states"].values()):
+            for partition in partitions:
+                current = None
+                if entry is not None and partition in entry.states:
+                    current = VersionedState(entry.states[partition],
+                                             entry.state_versions[partition])
+                add(topic, partition, current)
 
     # --- ISR change notifications ---
     async def notify_isr_change(self, partitions: Iterable[tuple[str, int]]) -> None:
@@ -676,8 +677,7 @@ class EmbeddedStore:
                                            isr=[me])
             topic.state_versions[p] = 0
         self.backend._save()
-        for p in new:
-            self.backend._fire_state(name, p)
+        self.backend._fire_states(name, new)
         return self.topics()[name]
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicRecord:

@@ -164,3 +164,34 @@ class Dispatcher:
             if key is not None:
                 self._pending_keys.discard(key)
             await invoke(job)
+
+
+class StateBatches:
+    """Partition-state changes delivered a topic at a time (watch_partition_states):
+    a controller writes a topic's states together, and whoever watches them applies
+    the topic once for the lot instead of once per partition.
+
+    `add` collects a change and queues one flush job on the dispatcher (keyed: a
+    flush still queued absorbs the changes that arrive before it runs), so the
+    changes already queued behind the first one reach the callback in one call per
+    topic: callback(topic, {partition: state or None}), the newest value of each."""
+
+    def __init__(self, dispatcher: Dispatcher, callback: Callback,
+                 cancelled: Callable[[], bool]) -> None:
+        self.dispatcher = dispatcher
+        self.callback = callback
+        self.cancelled = cancelled
+        self._pending: dict[str, dict[int, Any]] = {}
+
+    def add(self, topic: str, partition: int, state: Any) -> None:
+        self._pending.setdefault(topic, {})[partition] = state
+        self.dispatcher.submit(self.flush, key=(id(self), "flush"))
+
+    async def flush(self) -> None:
+        """Deliver what was collected (also called directly at the end of a watch's
+        first read, so watch_partition_states returns with the current states given)."""
+        pending, self._pending = self._pending, {}
+        if self.cancelled():
+            return
+        for topic, changes in pending.items():
+            await invoke(self.callback, topic, changes)

@@ -33,7 +33,13 @@ from pybroker.coordination.errors import (
     CoordinationUnavailable,
     StaleVersion,
 )
-from pybroker.coordination.watches import Callback, Dispatcher, WatchHandle, invoke
+from pybroker.coordination.watches import (
+    Callback,
+    Dispatcher,
+    StateBatches,
+    WatchHandle,
+    invoke,
+)
 from pybroker.coordination.zkconfigs import RACE_RETRIES_MAX, write_config_znode
 from pybroker.coordination.zkclient import (
     AsyncKazoo,
@@ -381,11 +387,15 @@ class TopicOps:
         def decode(path: str, data: bytes | None, stat: ZnodeStat) -> LeaderAndIsr:
             return zn.decode(path, data, LeaderAndIsr)
 
-        async def on_state(topic: str, partition: int, state: LeaderAndIsr | None,
-                           version: int) -> None:
-            await invoke(callback, topic, partition,
-                         None if state is None else VersionedState(state, version))
+        watch: list[PartitionStatesWatch] = []
+        batches = StateBatches(self._dispatcher, callback, lambda: watch[0].cancelled)
 
-        return await self._add_watch(PartitionStatesWatch(
+        def on_state(topic: str, partition: int, state: LeaderAndIsr | None,
+                     version: int) -> None:
+            batches.add(topic, partition,
+                        None if state is None else VersionedState(state, version))
+
+        watch.append(PartitionStatesWatch(
             self.zk, self._dispatcher, zn.TOPICS, zn.partitions_path, zn.partition_state_path,
-            decode, on_state))
+            decode, on_state, on_refreshed=batches.flush))
+        return await self._add_watch(watch[0])

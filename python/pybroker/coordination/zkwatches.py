@@ -267,12 +267,16 @@ class ChildrenDataWatch(ZkWatch, Generic[V]):
 class PartitionStatesWatch(ZkWatch):
     """Every partition state of every topic: a children watch on /brokers/topics and,
     per topic, a ChildrenDataWatch on its partitions with their state znodes.
-    on_state(topic, partition, value | None, version)."""
+    on_state(topic, partition, value | None, version); on_refreshed() after a full
+    re-read (the first one included), so that what on_state collected is delivered
+    before watch registration returns."""
 
     def __init__(self, zk: AsyncKazoo, dispatcher: Dispatcher, topics_path: str,
                  partitions_path: Callable[[str], str], state_path: Callable[[str, int], str],
-                 decode: Decoder[Any], on_state: Callable[[str, int, Any, int], Any]) -> None:
+                 decode: Decoder[Any], on_state: Callable[[str, int, Any, int], Any],
+                 on_refreshed: Callable[[], Any] | None = None) -> None:
         super().__init__(zk, dispatcher)
+        self.on_refreshed = on_refreshed
         self.partitions_path = partitions_path
         self.state_path = state_path
         self.decode = decode
@@ -307,6 +311,8 @@ class PartitionStatesWatch(ZkWatch):
         for watch in known:
             if not watch.cancelled:
                 await watch.refresh_all()
+        if self.on_refreshed is not None:
+            await invoke(self.on_refreshed)
 
     def cancel(self) -> None:
         super().cancel()

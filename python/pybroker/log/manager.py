@@ -5,6 +5,7 @@ clean-shutdown marker)."""
 from __future__ import annotations
 
 import base64
+import collections
 import logging
 import os
 import shutil
@@ -55,6 +56,9 @@ class LogManager:
         self.cluster_id = cluster_id
         self.dirs = [Path(d) for d in config.log_dirs]
         self.partitions: dict[tuple[str, int], Partition] = {}
+        #: open partitions per log dir, kept with `partitions` (where a new one goes,
+        #: without counting every open partition on each create)
+        self._dir_load: collections.Counter[Path] = collections.Counter()
         #: the topic id each open partition's partition.metadata holds
         self._topic_ids: dict[tuple[str, int], uuid.UUID] = {}
         self._clean: dict[Path, bool] = {}
@@ -102,6 +106,7 @@ class LogManager:
         for directory in self.dirs:
             (directory / CLEAN_SHUTDOWN_FILE).touch()
         self.partitions.clear()
+        self._dir_load.clear()
 
     async def run_schedulers(self) -> None:
         """The log lifecycle loops (retention, flush, cleaner, producer expiry), until
@@ -190,6 +195,7 @@ class LogManager:
             high_watermark=self._high_watermarks.get(directory, {}).get(key, 0),
         )
         self.partitions[key] = partition
+        self._dir_load[directory] += 1
         recovered = not clean and size_before > 0
         truncated = max(0, size_before - _segment_bytes(path)) if recovered else 0
         log.debug("opened %s in %.3f s (%d bytes%s)", name, time.monotonic() - started,
@@ -274,15 +280,13 @@ class LogManager:
         partition = self.partitions.pop((topic, index), None)
         if partition is None:
             return
+        self._dir_load[partition.directory.parent] -= 1
         self._flushes_closed += partition.flushes
         partition.close()
         _delete_dir(partition.directory)
 
     def _least_loaded_dir(self) -> Path:
-        counts = {d: 0 for d in self.dirs}
-        for partition in self.partitions.values():
-            counts[partition.directory.parent] = counts.get(partition.directory.parent, 0) + 1
-        return min(self.dirs, key=lambda d: counts[d])
+        return min(self.dirs, key=lambda d: self._dir_load[d])
 
     def _check_meta(self, directory: Path) -> None:
         """Refuse a data dir written by another cluster or another broker id, as Kafka's

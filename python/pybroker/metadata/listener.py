@@ -94,7 +94,7 @@ class MetadataListener:
             if name not in self.configs:
                 self.configs[name] = await self.backend.topic_configs(name)
             self.assignments[name] = assignment
-            self._publish(name)
+            await self._publish(name)
 
     def _configs_changed(self, name: str, configs: dict[str, str]) -> None:
         if name not in self.assignments:
@@ -102,26 +102,30 @@ class MetadataListener:
         self.configs[name] = dict(configs)
         self.publisher.topic_configs_changed(self._record(name)[0])
 
-    def _state_changed(self, topic: str, partition: int, state: VersionedState | None) -> None:
-        if state is None:
-            self.states.pop((topic, partition), None)
-        else:
-            self.states[(topic, partition)] = state
+    async def _state_changed(self, topic: str, changes: dict[int, VersionedState | None]) -> None:
+        """Some of a topic's partition states changed (together, as the controller
+        writes a topic's states): the topic is applied once for all of them."""
+        for partition, state in changes.items():
+            if state is None:
+                self.states.pop((topic, partition), None)
+            else:
+                self.states[(topic, partition)] = state
         if topic in self.assignments:
-            self._publish(topic)
+            await self._publish(topic)
 
-    def _session_reestablished(self) -> None:
+    async def _session_reestablished(self) -> None:
         """A new session after a lost one (run after the watches were re-read). The
         replica layer fenced every partition when the session was lost; the watches
         report only states that changed meanwhile, so the others are handed over
         again here, or this broker would never lead or follow them again."""
         for name in list(self.assignments):
-            self._publish(name)
+            if name in self.assignments:
+                await self._publish(name)
 
     # --- records ----------------------------------------------------------------------
-    def _publish(self, name: str) -> None:
+    async def _publish(self, name: str) -> None:
         record, versions = self._record(name)
-        self.publisher.topic_changed(record, versions)
+        await self.publisher.topic_changed(record, versions)
 
     def _record(self, name: str) -> tuple[TopicRecord, list[int]]:
         """The topic as the cache and the replica layer see it: partitions without

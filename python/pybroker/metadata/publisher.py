@@ -28,11 +28,12 @@ class MetadataPublisher:
     def brokers_changed(self, brokers: list[BrokerEndpoint]) -> None:
         self.metadata.set_brokers(brokers)
 
-    def topic_changed(self, record: TopicRecord, versions: list[int] | None = None) -> None:
+    async def topic_changed(self, record: TopicRecord,
+                            versions: list[int] | None = None) -> None:
         """A topic was created, grew, or its partition states changed (`versions`:
         each state's version in the store, for conditional ISR updates)."""
         self.metadata.update_topic(record)
-        self.replicas.apply_topic(record, versions)
+        await self.replicas.apply_topic_async(record, versions)
         self.purgatory.notify(topic_key(record.name))
 
     def topic_deleted(self, name: str) -> None:

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Controller at scale (issue 25): how fast partitions get leaders, and what a full
+Metadata request costs once they have.
+
+For pybroker (``pybroker serve`` on a fresh data dir, single node, embedded metadata
+store) and, with ``--peer HOST:PORT``, for an already running broker (stock Kafka):
+
+1. **Create.** ``--partitions`` N partitions as N/100 topics of ``--per-topic`` (100)
+   partitions, one CreateTopics at a time (confluent-kafka's AdminClient), each followed
+   by Metadata requests for that topic until every partition has a leader; the next topic
+   is created only then. Reported: the total, and the median / p90 time per topic over
+   the first and the last 10 topics (a cost that grows with the partitions already there
+   shows as last > first), and the CreateTopics answer time alone.
+2. **Event loop.** Meanwhile a loop-lag probe (bench/latency.py: ApiVersions every 5 ms
+   on a connection of its own) measures how long the broker's loop takes to get to a new
+   request: its max is the longest stall while creating topics.
+3. **Metadata.** A full Metadata request (v8, all topics) on a raw socket: median and
+   p90 of ``--metadata-samples`` round trips (the response is read, not parsed).
+4. **Restart** (pybroker only): SIGTERM, start on the same data dir, time from the new
+   process's start until a full Metadata answer shows every partition with a leader.
+5. **RSS** of the broker process after the creates (and after the restart); for the peer
+   only with ``--peer-pid``.
+
+The topics are named ``ctlbench-<run>-<i>``, so a peer run does not collide with an
+earlier one; they are deleted from the peer at the end unless ``--keep``.
+
+Examples:
+    python bench/controller.py --partitions 2000
+    python bench/controller.py --partitions 5000 --peer 127.0.0.1:9092 --peer-pid 1234
+    python bench/controller.py --partitions 5000 --json bench/results/controller.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from latency import LoopLagProbe, _recv_exact, percentile  # noqa: E402
+from throughput import (  # noqa: E402
+    LOOPBACK,
+    _stop_process,
+    free_port,
+    machine_info,
+    pybroker_command,
+)
+
+try:
+    import psutil
+    from confluent_kafka.admin import AdminClient, NewTopic
+except ImportError as exc:  # pragma: no cover - guidance only
+    sys.exit(f"missing dependency ({exc}); run: pip install '.[bench]'")
+
+#: Metadata v8 (the last non-flexible version), all topics: topics = null,
+#: allow_auto_topic_creation, include_cluster/topic_authorized_operations all false
+_METADATA_V8 = struct.pack(">hhih", 3, 8, 1, 3) + b"ctl" + struct.pack(">i???", -1, False,
+                                                                      False, False)
+
+
+def full_metadata_ms(address: tuple[str, int], samples: int) -> list[float]:
+    """Round trips of a full Metadata request on one connection, in ms."""
+    out: list[float] = []
+    with socket.create_connection(address, timeout=30) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        frame = struct.pack(">i", len(_METADATA_V8)) + _METADATA_V8
+        for _ in range(samples + 1):
+            t0 = time.perf_counter()
+            sock.sendall(frame)
+            size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+            _recv_exact(sock, size)
+            out.append((time.perf_counter() - t0) * 1000)
+    return out[1:]  # the first pays for the connection's setup
+
+
+def all_led(admin: AdminClient, topic: str, partitions: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(topic, timeout=max(1.0, deadline - time.monotonic()))
+        t = md.topics.get(topic)
+        if (t is not None and t.error is None and len(t.partitions) == partitions
+                and all(p.leader >= 0 for p in t.partitions.values())):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: not every partition led after {timeout} s")
+        time.sleep(0.01)
+
+
+def every_topic_led(bootstrap: str, topics: set[str], timeout: float) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            md = admin.list_topics(timeout=max(1.0, deadline - time.monotonic()))
+            if all(name in md.topics and md.topics[name].error is None
+                   and md.topics[name].partitions
+                   and all(p.leader >= 0 for p in md.topics[name].partitions.values())
+                   for name in topics):
+                return
+        except Exception:  # not up yet
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not every partition led {timeout} s after the restart")
+        time.sleep(0.05)
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    return {"median": round(statistics.median(ordered), 4) if ordered else float("nan"),
+            "p90": round(percentile(ordered, 90), 4), "max": round(max(ordered, default=0), 4)}
+
+
+def create_all(bootstrap: str, total: int, per_topic: int, replication: int,
+               timeout: float) -> dict[str, Any]:
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    run = uuid.uuid4().hex[:6]
+    names = [f"ctlbench-{run}-{i:04d}" for i in range(max(1, total // per_topic))]
+    per: list[float] = []
+    answers: list[float] = []
+    probe = LoopLagProbe(bootstrap)
+    probe.start()
+    t_start = time.perf_counter()
+    for name in names:
+        t0 = time.perf_counter()
+        futures = admin.create_topics([NewTopic(name, num_partitions=per_topic,
+                                                replication_factor=replication)],
+                                      operation_timeout=timeout, request_timeout=timeout)
+        futures[name].result(timeout=timeout)
+        answers.append(time.perf_counter() - t0)
+        all_led(admin, name, per_topic, timeout)
+        per.append(time.perf_counter() - t0)
+        if len(per) % 10 == 0:
+            print(f"  {len(per) * per_topic} partitions, last topic {per[-1]:.2f} s",
+                  file=sys.stderr, flush=True)
+    total_s = time.perf_counter() - t_start
+    lag = sorted(probe.stop())
+    return {
+        "topics": names,
+        "total_s": round(total_s, 2),
+        "first10_s": summary(per[:10]),
+        "last10_s": summary(per[-10:]),
+        "create_answer_s": summary(answers),
+        "loop_lag_ms": {"p99": round(percentile(lag, 99), 2), "max": round(max(lag, default=0), 2),
+                        "samples": len(lag)},
+    }
+
+
+def rss_mib(pid: int | None) -> float | None:
+    if pid is None:
+        return None
+    try:
+        return round(psutil.Process(pid).memory_info().rss / 2**20, 1)
+    except psutil.Error:
+        return None
+
+
+def measure_side(label: str, bootstrap: str, pid: int | None, args: argparse.Namespace
+                 ) -> dict[str, Any]:
+    print(f"{label}: creating {args.partitions} partitions, {args.per_topic} a topic",
+          file=sys.stderr, flush=True)
+    result = create_all(bootstrap, args.partitions, args.per_topic, args.replication_factor,
+                        args.timeout)
+    host, port = bootstrap.rsplit(":", 1)
+    meta = full_metadata_ms((host, int(port)), args.metadata_samples)
+    result["metadata_ms"] = summary(meta)
+    result["rss_mib"] = rss_mib(pid)
+    return result
+
+
+def run_pybroker(args: argparse.Namespace) -> dict[str, Any]:
+    port = free_port()
+    bootstrap = f"{LOOPBACK}:{port}"
+    with tempfile.TemporaryDirectory(prefix="bench-controller-") as tmp:
+        command = pybroker_command(args.pybroker_cmd) + [
+            "serve", "--override", f"listeners=PLAINTEXT://{bootstrap}",
+            "--override", f"log.dirs={tmp}/data", "--log-level", "WARN",
+        ]
+
+        def start() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                    stderr=open(f"{tmp}/broker.log", "ab"),
+                                    start_new_session=True)
+
+        proc = start()
+        try:
+            every_topic_led(bootstrap, set(), args.timeout)
+            result = measure_side("pybroker", bootstrap, proc.pid, args)
+            topics = set(result.pop("topics"))
+            _stop_process(proc)
+            t0 = time.perf_counter()
+            proc = start()
+            every_topic_led(bootstrap, topics, args.timeout)
+            result["restart_s"] = round(time.perf_counter() - t0, 2)
+            result["rss_after_restart_mib"] = rss_mib(proc.pid)
+        except Exception:
+            sys.stderr.write(Path(f"{tmp}/broker.log").read_text()[-3000:])
+            raise
+        finally:
+            _stop_process(proc)
+    return result
+
+
+def run_peer(args: argparse.Namespace) -> dict[str, Any]:
+    every_topic_led(args.peer, set(), args.timeout)
+    result = measure_side("peer", args.peer, args.peer_pid, args)
+    topics = result.pop("topics")
+    if not args.keep:
+        admin = AdminClient({"bootstrap.servers": args.peer, "log_level": 0})
+        for future in admin.delete_topics(topics, operation_timeout=args.timeout).values():
+            try:
+                future.result(timeout=args.timeout)
+            except Exception as exc:
+                print(f"peer: deleting a bench topic: {exc}", file=sys.stderr)
+    result["restart_s"] = None  # a peer is not ours to restart
+    return result
+
+
+def report(label: str, r: dict[str, Any]) -> None:
+    def s(x: dict[str, float]) -> str:
+        return f"median {x['median']:.2f} s, p90 {x['p90']:.2f} s"
+    print(f"{label}:")
+    print(f"  created and led in {r['total_s']:.1f} s; per topic: first 10 {s(r['first10_s'])}; "
+          f"last 10 {s(r['last10_s'])}")
+    print(f"  CreateTopics answer: median {r['create_answer_s']['median'] * 1000:.0f} ms, "
+          f"max {r['create_answer_s']['max'] * 1000:.0f} ms")
+    print(f"  loop-lag probe while creating: p99 {r['loop_lag_ms']['p99']:.1f} ms, "
+          f"max {r['loop_lag_ms']['max']:.1f} ms")
+    print(f"  full Metadata request: median {r['metadata_ms']['median']:.1f} ms, "
+          f"p90 {r['metadata_ms']['p90']:.1f} ms")
+    if r.get("restart_s") is not None:
+        print(f"  restart until every partition led: {r['restart_s']:.2f} s")
+    print(f"  RSS: {r['rss_mib']} MiB"
+          + (f" (after the restart {r['rss_after_restart_mib']} MiB)"
+             if r.get("rss_after_restart_mib") else ""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--partitions", type=int, default=2000)
+    parser.add_argument("--per-topic", type=int, default=100)
+    parser.add_argument("--replication-factor", type=int, default=1)
+    parser.add_argument("--metadata-samples", type=int, default=20)
+    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--peer", help="HOST:PORT of a running broker to compare with")
+    parser.add_argument("--peer-pid", type=int, help="the peer's pid, for its RSS")
+    parser.add_argument("--keep", action="store_true", help="leave the peer's topics")
+    parser.add_argument("--skip-pybroker", action="store_true")
+    parser.add_argument("--pybroker-cmd", help="command that starts pybroker, before 'serve'")
+    parser.add_argument("--json", help="write the figures here too")
+    args = parser.parse_args()
+    out: dict[str, Any] = {"command": " ".join(sys.argv), "machine": machine_info(),
+                           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if not args.skip_pybroker:
+        out["pybroker"] = run_pybroker(args)
+        report("pybroker", out["pybroker"])
+    if args.peer:
+        out["peer"] = run_peer(args)
+        report(f"peer {args.peer}", out["peer"])
+    print(f"load average at start: {out['machine']['loadavg_at_start']}, "
+          f"now: {[round(x, 2) for x in os.getloadavg()]}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
