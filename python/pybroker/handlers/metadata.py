@@ -12,6 +12,8 @@ from pybroker.admin.internal_topics import INTERNAL_TOPICS
 from pybroker.coordination.base import TopicRecord, validate_topic_name
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
+from pybroker.protocol.codec import PreEncoded
+from pybroker.protocol.frame import response_element_encoder
 from pybroker.protocol.types import ZERO_UUID
 from pybroker.security.acls import CLUSTER_NAME, ResourceType
 from pybroker.security.authorizer import authorizer_for
@@ -35,7 +37,11 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any
     # authorizer turns it off for a principal that may not create the topics)
     may_create = bool(body["allow_auto_topic_creation"])
     metadata = ctx.metadata
-    if wants_all:
+    per_principal = request.version >= 8 and body["include_topic_authorized_operations"]
+    if wants_all and not per_principal:
+        topics = [encoded_topic_metadata(metadata, r, request.version)
+                  for r in list(metadata.topics.values())]
+    elif wants_all:
         topics = [topic_metadata(metadata, r) for r in list(metadata.topics.values())]
     else:
         topics = [await lookup(ctx, t["name"], may_create) if t["name"] is not None
@@ -87,6 +93,20 @@ def lookup_id(ctx: BrokerContext, topic_id: uuid.UUID) -> dict[str, Any]:
 def topic_error(name: str | None, code: ErrorCode) -> dict[str, Any]:
     return {"error_code": int(code), "name": name, "topic_id": ZERO_UUID, "is_internal": False,
             "partitions": [], "topic_authorized_operations": NOT_REQUESTED}
+
+
+def encoded_topic_metadata(metadata: MetadataCache, record: TopicRecord, version: int
+                           ) -> PreEncoded:
+    """topic_metadata, encoded for `version`, from the cache while neither the topic's
+    record nor the live brokers changed (both are replaced, never changed in place):
+    a full Metadata request at thousands of partitions encodes only what moved."""
+    key = (record.name, version)
+    cached = metadata.encoded_topics.get(key)
+    if cached is not None and cached[0] is record and cached[1] is metadata.brokers:
+        return cached[2]  # type: ignore[return-value]
+    encoded = response_element_encoder(3, version, "topics")(topic_metadata(metadata, record))
+    metadata.encoded_topics[key] = (record, metadata.brokers, encoded)
+    return encoded
 
 
 def topic_metadata(metadata: MetadataCache, record: TopicRecord) -> dict[str, Any]:

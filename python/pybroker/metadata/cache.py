@@ -42,6 +42,10 @@ class MetadataCache:
         #: topics by id; an id dies with its topic, a re-created topic gets a new one);
         #: read only through topic_name
         self._names_by_id: dict[uuid.UUID, str] = {}
+        #: (topic, api version) -> (the record and the brokers it was made from, the
+        #: topic's Metadata response entry, encoded): a full Metadata request re-encodes
+        #: only the topics that changed (handlers/metadata.py)
+        self.encoded_topics: dict[tuple[str, int], tuple[TopicRecord, object, object]] = {}
 
     # --- updates (from whoever learns of a change) --------------------------------
     def set_brokers(self, brokers: list[BrokerEndpoint]) -> None:
@@ -61,6 +65,8 @@ class MetadataCache:
         old = self.topics.pop(name, None)
         if old is not None:
             self._names_by_id.pop(old.topic_id, None)
+        for key in [k for k in self.encoded_topics if k[0] == name]:
+            del self.encoded_topics[key]
 
     # --- reads ------------------------------------------------------------------
     def topic(self, name: str) -> TopicRecord | None:

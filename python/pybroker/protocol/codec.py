@@ -38,6 +38,28 @@ from pybroker.protocol.types import (
 )
 
 Decoder = Callable[[memoryview, int], tuple[dict[str, Any], int]]
+
+
+class PreEncoded(bytes):
+    """One element of a struct array, already encoded for the response's api version
+    (struct_element_encoder): the encoder appends its bytes as they are. For parts of
+    a response that rarely change and are sent often (Metadata's per-topic entries).
+    `value` is the element it encodes; element["field"] reads it, so code that filters
+    a response's elements (the authorizer's merge) works on either form."""
+
+    value: dict[str, Any]
+
+    def __new__(cls, data: bytes, value: dict[str, Any]) -> PreEncoded:
+        obj = super().__new__(cls, data)
+        obj.value = value
+        return obj
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return self.value[key]
+        return super().__getitem__(key)
+
+
 Encoder = Callable[[bytearray, dict[str, Any], list[Any]], bytearray]
 
 _BYTES_LIKE = (bytes, bytearray, memoryview)
@@ -70,6 +92,7 @@ class _Compiler:
             "_unpack_from": struct.unpack_from,
             "_pack": struct.pack,
             "_BL": _BYTES_LIKE,
+            "_PRE": PreEncoded,
             "_rlen": _encode_records_len,
             "_UUID": uuid.UUID,
             "_ZERO_UUID": ZERO_UUID,
@@ -402,7 +425,8 @@ class _Compiler:
         if f.is_struct_array:
             fn = self.encoder(f.fields, version, flexible)
             body.append(f"{ind2}for {x} in {v}:")
-            body.append(f"{ind2}    {o} = {fn}({o}, {x}, parts)")
+            body.append(f"{ind2}    if {x}.__class__ is _PRE: {o} += {x}")
+            body.append(f"{ind2}    else: {o} = {fn}({o}, {x}, parts)")
         elif elem in FIXED and elem != "uuid":
             body.append(f"{ind2}{o} += _pack('>%d{FIXED[elem].code}' % {n}, *{v})")
         else:

@@ -17,7 +17,13 @@ import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from pybroker.protocol.codec import Decoder, Encoder, compile_decoder, compile_encoder
+from pybroker.protocol.codec import (
+    Decoder,
+    Encoder,
+    PreEncoded,
+    compile_decoder,
+    compile_encoder,
+)
 from pybroker.protocol.errors import (
     EncodeError,
     MalformedRequestError,
@@ -79,6 +85,36 @@ def request_decoder(api_key: int, api_version: int) -> Decoder:
 def response_encoder(api_key: int, api_version: int) -> Encoder:
     """The compiled response body encoder ``(out, body, parts) -> out``."""
     return _compiled(_response_encoders, compile_encoder, False, api_key, api_version)
+
+
+_element_encoders: dict[tuple[int, int, str], Callable[[dict[str, Any]], PreEncoded]] = {}
+
+
+def response_element_encoder(api_key: int, api_version: int, field: str
+                             ) -> Callable[[dict[str, Any]], PreEncoded]:
+    """Encodes one element of the response's top-level struct array `field` on its own,
+    as the response encoder would write it there (PreEncoded: cache it, put it in the
+    array in place of the dict). Only for elements without records (no file parts)."""
+    key = (api_key, api_version, field)
+    fn = _element_encoders.get(key)
+    if fn is None:
+        api = _api(api_key, api_version)
+        found = next((f for f in api.response if f.name == field and f.is_struct_array),
+                     None)
+        if found is None:
+            raise KeyError(f"{api.name} has no struct array {field!r}")
+        enc = compile_encoder(found.fields, api_version, api.is_flexible(api_version))
+
+        def fn(value: dict[str, Any]) -> PreEncoded:
+            parts: list[Any] = []
+            out = enc(bytearray(), value, parts)
+            if parts:
+                raise EncodeError(f"{api.name} {field}: an element with records cannot be "
+                                  "encoded on its own")
+            return PreEncoded(bytes(out), value)
+
+        _element_encoders[key] = fn
+    return fn
 
 
 def request_encoder(api_key: int, api_version: int) -> Encoder:
