@@ -43,7 +43,7 @@ def test_load_test_headless_produces_and_consumes(broker_factory: BrokerFactory,
     assert proc.returncode == 0, out[-3000:]
     # locust's printed stats: both request types, no failures
     lines = {line.split()[0] + " " + line.split()[1]: line for line in out.splitlines()
-             if line.startswith(("produce ", "fetch "))}
+             if line.startswith(("produce ", "fetch ")) and "%) |" in line}
     assert f"produce {TOPIC}" in lines and f"fetch {TOPIC}" in lines, out[-3000:]
     with open(f"{prefix}_stats.csv", newline="") as f:
         rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(f)}
