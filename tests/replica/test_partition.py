@@ -177,3 +177,19 @@ def test_a_fetch_offset_past_the_log_end_is_no_progress(tmp_path: Path) -> None:
     assert p.followers[2].log_end_offset == -1  # as before the fetch: unknown
     p.record_follower_fetch(2, 4)
     assert p.high_watermark == 4
+
+
+def test_a_follower_the_controller_took_out_rejoins_only_by_fetching_again(
+        tmp_path: Path) -> None:
+    """The controller takes a dead follower out of the ISR (same leader epoch); what it
+    fetched before it died must not bring it straight back in."""
+    p, _ = leader(tmp_path, [1, 2, 3])
+    p.append_as_leader(batch(2), required_acks=-1)
+    p.record_follower_fetch(2, 2)
+    p.record_follower_fetch(3, 2)
+    assert p.high_watermark == 2
+    p.make_leader(PartitionState(leader=1, leader_epoch=3, replicas=[1, 2, 3], isr=[1, 2]))
+    assert p.isr == [1, 2]
+    assert p.isr_to_expand({1, 2, 3}) is None, "a follower that has not fetched since rejoined"
+    p.record_follower_fetch(3, 2)  # alive after all: it fetches, and joins
+    assert p.isr_to_expand({1, 2, 3}) == [1, 2, 3]

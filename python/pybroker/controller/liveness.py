@@ -109,8 +109,9 @@ Callback = Callable[[int, int], Awaitable[None] | None]
 
 class LivenessWatch:
     """One watcher task per watched (broker id, broker epoch): `on_gone(id, epoch)`
-    runs when that broker's listener is found gone, then `on_back(id, epoch)` if it
-    accepts connections again (nothing proves a process gone for good: a listener
+    runs when that broker's listener is found gone (without `on_back`: again every
+    RECONNECT_MIN_S while it stays gone), then `on_back(id, epoch)` if it accepts
+    connections again (nothing proves a process gone for good: a listener
     refused by mistake, say a firewall's reject, must not fence a broker forever).
     `watch()` says what to watch now; watchers of anything else are cancelled."""
 
@@ -160,7 +161,10 @@ class LivenessWatch:
                             "process is gone", broker_id, epoch, host, port)
                 await _call(self.on_gone, broker_id, epoch)
                 if self.on_back is None:
-                    return
+                    # nothing to undo: look again a moment later, acting again if it is
+                    # still gone (the action may have failed: the store unreachable)
+                    await anyio.sleep(RECONNECT_MIN_S)
+                    continue
                 await until_reachable(host, port)
                 log.warning("broker %d (epoch %d): %s:%d accepts connections again",
                             broker_id, epoch, host, port)

@@ -86,13 +86,18 @@ class ReplicaPartition:
         now = _now_ms()
         new_epoch = not self.is_leader or state.leader_epoch != self.leader_epoch
         previous = {} if new_epoch else self.followers
+        # a follower the controller took out of the ISR (found dead, or shutting down)
+        # joins again only through a fetch made since: what it fetched before must not
+        # bring a dead broker straight back in (Kafka expands the ISR on a fetch only)
+        removed = set() if new_epoch else set(self.isr) - set(state.isr)
         self._take(state, version)
         if new_epoch:
             # the epoch starts at our log end: a returning replica truncates to it
             self.log.log.assign_leader_epoch(state.leader_epoch, self.log_end_offset)
             self.epoch_start_offset = self.log_end_offset
         self.followers = {
-            b: previous.get(b, FollowerState(last_caught_up_ms=now))
+            b: (FollowerState(last_caught_up_ms=now) if b in removed
+                else previous.get(b, FollowerState(last_caught_up_ms=now)))
             for b in state.replicas if b != self.broker_id
         }
         self._maybe_increment_high_watermark()
