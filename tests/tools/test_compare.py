@@ -29,6 +29,7 @@ def test_compare_json_has_both_sides_and_the_ratios(broker_factory: BrokerFactor
                      "--acks", "all", "--json")
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)  # nothing but the JSON on stdout
+    assert "100 B x 2p rep 1 peer     consume" in result.stderr  # the progress
     assert out["pybroker"] == {"bootstrap": target.bootstrap, "pid": target.proc.pid}
     assert out["peer"] == {"bootstrap": peer.bootstrap, "pid": peer.proc.pid}
     assert [(c["op"], c["partitions"]) for c in out["cases"]] == [

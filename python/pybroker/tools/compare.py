@@ -12,7 +12,8 @@ alternate (pybroker, peer, pybroker, peer, ...) so that a machine's drift hits b
 Printed: records/s and MB/s (payload bytes, MB = 10**6 bytes), the producer's ack
 latency percentiles, and the broker's CPU seconds per GB and peak RSS where its PID is
 given (--pid, --peer-pid); the ratio column is pybroker / peer (medians over
---repeat). The topics are deleted afterwards. CPU and RSS need psutil:
+--repeat). The topics are deleted afterwards. With --json the progress lines go to
+stderr and stdout is the JSON alone. CPU and RSS need psutil:
 pip install "pybroker[load]"."""
 
 from __future__ import annotations
@@ -163,7 +164,12 @@ def run(args: argparse.Namespace) -> int:
             workload.wait_ready(bootstrap, PEER_READY_TIMEOUT_S, None, None)
         except TimeoutError as exc:
             raise ToolError(str(exc)) from None
-    say = (lambda *_a: None) if args.json else (lambda text: print(text, flush=True))
+    # with --json, stdout is the JSON alone: the progress goes to stderr
+    progress = sys.stderr if args.json else sys.stdout
+
+    def say(text: str) -> None:
+        print(text, file=progress, flush=True)
+
     say(f"pybroker {args.bootstrap_server} vs peer {args.peer}: {args.records:,} records "
         f"per phase, acks={args.acks}, repeat {args.repeat}")
     cases: list[Case] = []
