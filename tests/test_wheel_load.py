@@ -122,10 +122,11 @@ def test_load_test_and_compare_from_the_wheel(venv: Path, brokers: list[tuple[st
 
     compare = pybroker(venv, "compare", "--bootstrap-server", target, "--pid", str(target_pid),
                        "--peer", peer, "--peer-pid", str(peer_pid), "--records", "300",
-                       "--sizes", "100", "--partitions", "1", "--json", cwd=tmp_path)
+                       "--sizes", "100", "--partitions", "1", "--e2e-records", "20", "--json",
+                       cwd=tmp_path)
     assert compare.returncode == 0, compare.stderr[-3000:]
     result = json.loads(compare.stdout)
-    assert [c["op"] for c in result["cases"]] == ["produce", "consume"]
+    assert [c["op"] for c in result["cases"]] == ["produce", "consume", "end-to-end"]
     for case in result["cases"]:
         for side in ("pybroker", "peer"):
             assert case[side]["records_per_s"] > 0 and case[side]["peak_rss_mb"] > 1

@@ -7,14 +7,16 @@ running stock Kafka (or any Kafka-protocol broker), interleaved, side by side.
 
 For every workload (record size x partitions) and repetition, each side gets a fresh
 topic: a produce phase (records round-robin over the partitions, acks as given), then a
-consume phase of the same records (assign() from offset 0, no group); the sides
+consume phase of the same records (assign() from offset 0, no group), then an
+end-to-end phase as Kafka's EndToEndLatency runs it (one record at a time, produced,
+acknowledged and read back by a consumer waiting at the log's end); the sides
 alternate (pybroker, peer, pybroker, peer, ...) so that a machine's drift hits both.
-Printed: records/s and MB/s (payload bytes, MB = 10**6 bytes), the producer's ack
-latency percentiles, and the broker's CPU seconds per GB and peak RSS where its PID is
-given (--pid, --peer-pid); the ratio column is pybroker / peer (medians over
---repeat). The topics are deleted afterwards. With --json the progress lines go to
-stderr and stdout is the JSON alone. CPU and RSS need psutil:
-pip install "pybroker[load]"."""
+Printed: records/s and MB/s (payload bytes, MB = 10**6 bytes), latency percentiles
+(produce: to the ack; end-to-end: to the consumer), and the broker's CPU seconds per
+GB and peak RSS where its PID is given (--pid, --peer-pid); the ratio column is
+pybroker / peer (medians over --repeat). The topics are deleted afterwards. With
+--json the progress lines go to stderr and stdout is the JSON alone. CPU and RSS need
+psutil: pip install "pybroker[load]"."""
 
 from __future__ import annotations
 
@@ -35,15 +37,18 @@ from pybroker.tools._load import workload
 COMMAND = "compare"
 HELP = ("compare pybroker's produce/consume throughput with a running Kafka "
         "(--peer HOST:PORT): records/s, MB/s, latency, CPU/GB, RSS")
-OPS = ("produce", "consume")
+OPS = ("produce", "consume", "end-to-end")
+#: what a phase's latency is
+LATENCY = {"produce": "produce to ack, every record",
+           "end-to-end": "produce to consume, one record at a time"}
 PEER_READY_TIMEOUT_S = 30.0
 #: what a row shows: (label, key, digits)
 ROWS = (
     ("records/s", "records_per_s", 0),
     ("MB/s", "mb_per_s", 1),
-    ("ack p50 ms", "latency_p50_ms", 2),
-    ("ack p99 ms", "latency_p99_ms", 2),
-    ("ack p99.9 ms", "latency_p999_ms", 2),
+    ("latency p50 ms", "latency_p50_ms", 2),
+    ("latency p99 ms", "latency_p99_ms", 2),
+    ("latency p99.9", "latency_p999_ms", 2),
     ("CPU s/GB", "cpu_s_per_gb", 2),
     ("peak RSS MB", "peak_rss_mb", 0),
 )
@@ -65,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="partition counts, comma-separated (default 1,8)")
     parser.add_argument("--acks", default="1", choices=("0", "1", "all"),
                         help="producer acks (default 1)")
+    parser.add_argument("--e2e-records", type=int, default=500,
+                        help="records of the end-to-end latency phase, one at a time "
+                             "(default 500; 0 leaves the phase out)")
     parser.add_argument("--replication-factor", type=int, default=1,
                         help="replication factor of the topics (default 1)")
     parser.add_argument("--repeat", type=int, default=1,
@@ -129,6 +137,10 @@ def run_phase(op: str, bootstrap: str, pid: int | None, topic: str, size: int,
         if op == "produce":
             seconds = workload.produce(bootstrap, topic, partitions, size, records,
                                        args.timeout, "none", args.acks, None, latencies)
+        elif op == "end-to-end":
+            seconds, latencies = workload.end_to_end(bootstrap, topic, size, records,
+                                                     args.timeout, args.acks,
+                                                     dict(workload.CONSUMER_DEFAULTS))
         else:
             seconds = workload.consume(bootstrap, topic, partitions, size, records,
                                        args.timeout, min(30.0, args.timeout),
@@ -152,8 +164,10 @@ def run_phase(op: str, bootstrap: str, pid: int | None, topic: str, size: int,
 def run(args: argparse.Namespace) -> int:
     sizes = _ints(args.sizes, "--sizes")
     partition_counts = _ints(args.partitions, "--partitions")
-    if args.records < 1 or args.repeat < 1:
-        raise ToolError("--records and --repeat take positive numbers")
+    if args.records < 1 or args.repeat < 1 or args.e2e_records < 0:
+        raise ToolError("--records and --repeat take positive numbers, --e2e-records 0 "
+                        "or more")
+    ops = OPS if args.e2e_records else OPS[:2]
     if (args.pid or args.peer_pid) and workload.psutil is None:
         raise ToolError('--pid and --peer-pid need psutil: pip install "pybroker[load]"')
     _bootstrap.parse(args.peer)  # HOST:PORT, or a one-line refusal
@@ -177,7 +191,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         for size in sizes:
             for partitions in partition_counts:
-                by_op = {op: Case(op, size, partitions, args.records) for op in OPS}
+                by_op = {op: Case(op, size, partitions, args.records) for op in ops}
+                if "end-to-end" in by_op:
+                    by_op["end-to-end"].records = args.e2e_records
                 cases += by_op.values()
                 for rep in range(args.repeat):
                     for name, (bootstrap, pid) in sides.items():
@@ -187,9 +203,9 @@ def run(args: argparse.Namespace) -> int:
                                               min(60.0, args.timeout),
                                               args.replication_factor)
                         topics[name].append(topic)
-                        for op in OPS:
+                        for op in ops:
                             figures = run_phase(op, bootstrap, pid, topic, size, partitions,
-                                                args.records, args)
+                                                by_op[op].records, args)
                             by_op[op].runs[name].append(figures)
                             say(f"  {size} B x {partitions}p rep {rep + 1} {name:8s} "
                                 f"{op:8s} {figures['records_per_s']:>12,.0f} rec/s "
@@ -236,6 +252,8 @@ def print_tables(result: dict[str, Any]) -> None:
         plural = "s" if case["partitions"] > 1 else ""
         print(f"\n{case['op']} {case['record_size']} B records, {case['partitions']} "
               f"partition{plural}, {case['records']:,} records")
+        if case["op"] in LATENCY:
+            print(f"  (latency: {LATENCY[case['op']]})")
         print(f"  {'':14s}{'pybroker':>14s}{'peer':>14s}{'ratio':>9s}")
         for label, key, digits in ROWS:
             a, b = case["pybroker"].get(key), case["peer"].get(key)

@@ -316,3 +316,49 @@ def consume(bootstrap: str, topic: str, partitions: int, size: int, n: int,
     finally:
         c.close()
 
+
+
+def end_to_end(bootstrap: str, topic: str, size: int, n: int, timeout: float,
+               acks: str = "1", extra: dict[str, str] | None = None) -> tuple[float, list[float]]:
+    """Kafka's end-to-end latency measurement: one record at a time to partition 0,
+    produced and acknowledged, then read back by a consumer waiting at the log's end;
+    return (seconds, each record's produce-to-consume seconds). A first record, not
+    counted, opens the connections."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0,
+                         "log_level": 3})
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": f"bench-e2e-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "log_level": 3,
+        **(extra or {}),
+    })
+    deadline = time.monotonic() + timeout
+    try:
+        _low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.assign([TopicPartition(topic, 0, high)])
+        value = os.urandom(size)
+        latencies: list[float] = []
+        t0 = time.perf_counter()
+        for i in range(n + 1):
+            start = time.perf_counter()
+            producer.produce(topic, value, partition=0)
+            if producer.flush(max(0.1, deadline - time.monotonic())):
+                raise PhaseError(f"end-to-end: record {i} not acknowledged in time")
+            while True:
+                msg = consumer.poll(max(0.1, min(1.0, deadline - time.monotonic())))
+                if msg is not None and msg.error() is None:
+                    break
+                if msg is not None and (msg.error().fatal() or not msg.error().retriable()):
+                    raise PhaseError(f"end-to-end consume error: {msg.error()}")
+                if time.monotonic() > deadline:
+                    raise PhaseError(f"end-to-end: record {i} not consumed in time")
+            if msg.value() != value:
+                raise PhaseError(f"end-to-end: record {i} came back different")
+            if i == 0:
+                t0 = time.perf_counter()  # the warm-up record
+            else:
+                latencies.append(time.perf_counter() - start)
+        return time.perf_counter() - t0, latencies
+    finally:
+        consumer.close()
