@@ -1,11 +1,13 @@
-"""Locust load test for any Kafka-protocol broker (pybroker or stock Kafka).
+"""Locust load test for any Kafka-protocol broker (pybroker or stock Kafka): what
+`pybroker load-test` runs (it ships in the package; bench/locustfile.py imports it).
 
 Two user classes drive confluent-kafka clients and report every produce batch
 (produce + flush) and every non-empty fetch (consume) as a locust request, so
 the web UI and `--csv` files show rates, latency percentiles and failures:
 
+    pybroker load-test --headless -u 4 -r 4 -t 30s --host 127.0.0.1:9092 -- --csv out/locust
     locust -f bench/locustfile.py --headless -u 4 -r 4 --run-time 30s \\
-        --host 127.0.0.1:9092 --csv out/locust
+        --host 127.0.0.1:9092 --csv out/locust                  # the same, from a clone
 
 The brokers are locust's own `--host` (`host:port[,host:port...]`, an optional
 `kafka://` in front is dropped), as locust-plugins' Kafka user takes them;
