@@ -839,14 +839,7 @@ class GroupCoordinator:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation < 0 and not member_id and group_instance_id is None:
             return None
-        fenced = self._fenced(group, member_id, group_instance_id)
-        if fenced is not None:
-            return fenced
-        if member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
-        return None
+        return self._member_error(group, generation, member_id, group_instance_id)
 
     def on_txn_marker(self, topic: str, partition: int, producer_id: int,
                       producer_epoch: int, commit: bool, marker_offset: int) -> None:
@@ -867,6 +860,19 @@ class GroupCoordinator:
         """A transactional commit of this partition waits for its marker."""
         return self.txn_offsets.is_pending(group_id, (topic, partition))
 
+    def _member_error(self, group: Group, generation: int, member_id: str,
+                      group_instance_id: str | None) -> ErrorCode | None:
+        """The member's own checks, in Kafka's order: a fenced static instance, an
+        unknown member, then an old generation."""
+        fenced = self._fenced(group, member_id, group_instance_id)
+        if fenced is not None:
+            return fenced
+        if member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        return None
+
     def _commit_error(self, group_id: str, generation: int, member_id: str,
                       group_instance_id: str | None) -> ErrorCode | None:
         if (code := self.coordinator_error(group_id)) is not None:
@@ -885,13 +891,9 @@ class GroupCoordinator:
             # Kafka's ClassicGroup.validateOffsetCommit: the member and its generation
             # come first, so a member still on an old generation gets ILLEGAL_GENERATION
             # (and rejoins) even while the group completes a rebalance
-            fenced = self._fenced(group, member_id, group_instance_id)
-            if fenced is not None:
-                return fenced
-            if member_id not in group.members:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if generation != group.generation:
-                return ErrorCode.ILLEGAL_GENERATION
+            if (code := self._member_error(group, generation, member_id,
+                                           group_instance_id)) is not None:
+                return code
         elif not group.is_(S.EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_(S.COMPLETING_REBALANCE):

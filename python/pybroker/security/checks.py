@@ -226,13 +226,18 @@ def _metadata(allowed: Allowed, version: int, body: Body) -> Decision | None:
     return Decision(merge=lambda response: response.update(topics=extra), denied=denied)
 
 
+def _describable_topics_only(allowed: Allowed) -> Decision:
+    """For the "every topic" forms: the answer keeps the topics the principal may describe."""
+    def describable(response: Body) -> None:
+        response["topics"] = [t for t in response["topics"]
+                              if allowed(Op.DESCRIBE, TOPIC, t["name"])]
+    return Decision(merge=describable)
+
+
 def _describe_topic_partitions(allowed: Allowed, version: int, body: Body
                                ) -> Decision | None:
     if not body["topics"]:  # every topic: those it may describe
-        def describable(response: Body) -> None:
-            response["topics"] = [t for t in response["topics"]
-                                  if allowed(Op.DESCRIBE, TOPIC, t["name"])]
-        return Decision(merge=describable)
+        return _describable_topics_only(allowed)
     return _topic_level(body, "topics", "topics", "name",
                         lambda n: allowed(Op.DESCRIBE, TOPIC, n),
                         lambda t: _metadata_error(t["name"], ZERO_UUID, TOPIC_DENIED),
@@ -314,10 +319,7 @@ def _offset_fetch(allowed: Allowed, version: int, body: Body) -> Decision | None
                                           for p in t["partition_indexes"]]}
                                       for t in body["topics"] or []]}, denied=True)
     if body["topics"] is None:
-        def describable(response: Body) -> None:
-            response["topics"] = [t for t in response["topics"]
-                                  if allowed(Op.DESCRIBE, TOPIC, t["name"])]
-        return Decision(merge=describable)
+        return _describable_topics_only(allowed)
     return _topic_level(body, "topics", "topics", "name",
                         lambda n: allowed(Op.DESCRIBE, TOPIC, n),
                         lambda t: {"name": t["name"], "partitions": [
