@@ -1,0 +1,118 @@
+"""`pybroker verifiable-producer` / `verifiable-consumer` / `e2e-latency` against a live
+broker: their JSON events (or Kafka's latency lines) checked against what the broker
+holds, read back with confluent-kafka."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.conftest import Broker
+
+TIMEOUT_S = 60
+
+
+def tool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pybroker", *args], capture_output=True,
+                          text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+
+
+def events(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def create(broker: Broker, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(timeout=30)
+
+
+def read_all(broker: Broker, topic: str, partitions: int) -> dict[tuple[int, int], Any]:
+    """Every record of the topic by (partition, offset)."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "verify-reader",
+                         "enable.auto.commit": False})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        found: dict[tuple[int, int], Any] = {}
+        for _ in range(200):
+            if len(found) >= sum(ends.values()):
+                break
+            for msg in consumer.consume(100, timeout=0.5):
+                assert msg.error() is None, msg.error()
+                found[(msg.partition(), msg.offset())] = msg
+        assert len(found) == sum(ends.values())
+        return found
+    finally:
+        consumer.close()
+
+
+def produce(broker: Broker, topic: str, *extra: str) -> list[dict[str, Any]]:
+    result = tool("verifiable-producer", "--bootstrap-server", broker.bootstrap,
+                  "--topic", topic, *extra)
+    assert result.returncode == 0, result.stderr
+    return events(result.stdout)
+
+
+def test_producer_events_match_the_log(broker: Broker, topic_name: str) -> None:
+    create(broker, topic_name, 3)
+    got = produce(broker, topic_name, "--max-messages", "30", "--value-prefix", "7",
+                  "--repeating-keys", "4", "--acks", "-1")
+    names = [e["name"] for e in got]
+    assert names[0] == "startup_complete"
+    assert names[-2:] == ["shutdown_complete", "tool_data"]
+    sent = [e for e in got if e["name"] == "producer_send_success"]
+    assert len(sent) == 30 and "producer_send_error" not in names
+    assert sorted(e["value"] for e in sent) == sorted(f"7.{i}" for i in range(30))
+    assert all(e["timestamp"] > 0 and e["topic"] == topic_name for e in got[1:-2])
+    log = read_all(broker, topic_name, 3)
+    assert len(log) == 30
+    for e in sent:  # each acknowledged send is on the broker where the event says
+        msg = log[(e["partition"], e["offset"])]
+        assert msg.value().decode() == e["value"]
+        assert msg.key().decode() == e["key"]
+        assert int(e["key"]) == int(e["value"].split(".")[1]) % 4
+    data = got[-1]
+    assert (data["sent"], data["acked"], data["target_throughput"]) == (30, 30, -1)
+    assert data["avg_throughput"] > 0
+
+
+def test_producer_create_time_and_no_keys(broker: Broker, topic_name: str) -> None:
+    create(broker, topic_name, 1)
+    got = produce(broker, topic_name, "--max-messages", "3", "--message-create-time",
+                  "1600000000000", "--throughput", "100")
+    sent = [e for e in got if e["name"] == "producer_send_success"]
+    assert [(e["key"], e["value"], e["offset"]) for e in sent] == [
+        (None, "0", 0), (None, "1", 1), (None, "2", 2)]
+    log = read_all(broker, topic_name, 1)
+    assert log[(0, 0)].key() is None
+    stamps = [log[(0, o)].timestamp()[1] for o in range(3)]
+    assert stamps[0] == 1600000000000
+    assert all(1600000000000 <= s < 1600000000000 + 60000 for s in stamps)
+
+
+def test_producer_send_errors_are_events(broker: Broker, topic_name: str) -> None:
+    # a topic that does not exist and may not be auto-created: each send fails
+    props = f"{broker.bootstrap}"
+    got = produce(broker, topic_name + "-x", "--max-messages", "2", "--command-config",
+                  _props_file(topic_name, {"allow.auto.create.topics": "false",
+                                           "message.timeout.ms": "2000",
+                                           "bootstrap.servers": props}))
+    errors = [e for e in got if e["name"] == "producer_send_error"]
+    assert [e["value"] for e in errors] == ["0", "1"]
+    assert all(e["exception"] and e["message"] for e in errors)
+    assert got[-1]["name"] == "tool_data" and (got[-1]["sent"], got[-1]["acked"]) == (2, 0)
+
+
+def _props_file(name: str, props: dict[str, str]) -> str:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".properties", prefix=name[:20],
+                                     delete=False) as f:
+        f.write("".join(f"{k}={v}\n" for k, v in props.items()))
+    return f.name
