@@ -94,7 +94,7 @@ def test_topics_create_list_describe_alter_delete(broker: Broker) -> None:
     assert "does not exist as expected" in missing.output and topic in missing.output
 
 
-def test_console_producer_consumer_keys_and_headers(broker: Broker) -> None:
+def test_console_producer_consumer_keys_and_offsets(broker: Broker) -> None:
     b = broker.bootstrap
     topic = new_topic("tools-console")
     tool("kafka-topics.sh", "--bootstrap-server", b, "--create", "--topic", topic,
