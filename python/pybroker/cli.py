@@ -54,8 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--log-level", default=None,
                          help="show log lines of this level and above, the Kafka client's "
                               "too (default: warnings, client lines hidden)")
-        sub.add_argument("--verbose", action="store_true",
-                         help="also show the Kafka client's (librdkafka's) own log lines")
+        if "--verbose" in sub._option_string_actions:
+            # the tool's own --verbose (Kafka's meaning, e.g. verifiable-consumer's
+            # record_data events) wins; the client's log lines stay behind --log-level
+            sub.set_defaults(verbose=False)
+        else:
+            sub.add_argument("--verbose", action="store_true",
+                             help="also show the Kafka client's (librdkafka's) own log lines")
         # as Kafka's scripts take it
         sub.add_argument("--version", action="version", version=f"pybroker {__version__}")
         sub.set_defaults(run=tool.run)

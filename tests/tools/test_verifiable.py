@@ -116,3 +116,84 @@ def _props_file(name: str, props: dict[str, str]) -> str:
                                      delete=False) as f:
         f.write("".join(f"{k}={v}\n" for k, v in props.items()))
     return f.name
+
+
+def committed(broker: Broker, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
+                                 timeout=10)
+        return {tp.partition: tp.offset for tp in tps}
+    finally:
+        consumer.close()
+
+
+def test_consumer_events_add_up_to_what_was_produced(broker: Broker, topic_name: str) -> None:
+    create(broker, topic_name, 3)
+    produced = produce(broker, topic_name, "--max-messages", "40")
+    assert sum(e["name"] == "producer_send_success" for e in produced) == 40
+    group = topic_name + "-g"
+    result = tool("verifiable-consumer", "--bootstrap-server", broker.bootstrap,
+                  "--topic", topic_name, "--group-id", group, "--max-messages", "40",
+                  "--verbose", "--session-timeout", "10000")
+    assert result.returncode == 0, result.stderr
+    got = events(result.stdout)
+    names = [e["name"] for e in got]
+    assert names[0] == "startup_complete" and names[-1] == "shutdown_complete"
+    assigned = [p for e in got if e["name"] == "partitions_assigned" for p in e["partitions"]]
+    assert sorted(p["partition"] for p in assigned) == [0, 1, 2]
+    batches = [e for e in got if e["name"] == "records_consumed"]
+    summaries = [s for e in batches for s in e["partitions"]]
+    assert sum(s["count"] for s in summaries) == 40
+    for s in summaries:  # each summary's offsets are a contiguous run
+        assert s["maxOffset"] - s["minOffset"] + 1 == s["count"]
+    data = [e for e in got if e["name"] == "record_data"]
+    log = read_all(broker, topic_name, 3)
+    assert sorted((e["partition"], e["offset"]) for e in data) == sorted(log)
+    for e in data:
+        assert e["value"] == log[(e["partition"], e["offset"])].value().decode()
+    # every batch was committed, and the last commit per partition is the group's offset
+    commits = [e for e in got if e["name"] == "offsets_committed"]
+    assert len(commits) == len(batches) and all(e["success"] for e in commits)
+    last = {o["partition"]: o["offset"] for e in commits for o in e["offsets"]}
+    ends = {p: sum(1 for (q, _) in log if q == p) for p in range(3)}
+    assert last == {p: n for p, n in ends.items() if n}
+    assert committed(broker, group, topic_name, 3) == {
+        p: (n if n else -1001) for p, n in ends.items()}
+
+
+def test_consumer_stops_on_sigterm_with_autocommit(broker: Broker, topic_name: str) -> None:
+    import signal
+    import time
+
+    create(broker, topic_name, 1)
+    produce(broker, topic_name, "--max-messages", "10")
+    group = topic_name + "-g"
+    proc = subprocess.Popen([sys.executable, "-m", "pybroker", "verifiable-consumer",
+                             "--bootstrap-server", broker.bootstrap, "--topic", topic_name,
+                             "--group-id", group, "--enable-autocommit"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        consumed, deadline = 0, time.monotonic() + TIMEOUT_S
+        lines = []
+        while consumed < 10 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(json.loads(line))
+            if lines[-1]["name"] == "records_consumed":
+                consumed += sum(s["count"] for s in lines[-1]["partitions"])
+        assert consumed == 10, lines
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    tail = events(rest)
+    assert tail[-1]["name"] == "shutdown_complete"
+    assert not [e for e in lines + tail if e["name"] == "offsets_committed"]  # auto-commit
+    assert committed(broker, group, topic_name, 1) == {0: 10}  # committed on close
