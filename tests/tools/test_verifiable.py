@@ -197,3 +197,28 @@ def test_consumer_stops_on_sigterm_with_autocommit(broker: Broker, topic_name: s
     assert tail[-1]["name"] == "shutdown_complete"
     assert not [e for e in lines + tail if e["name"] == "offsets_committed"]  # auto-commit
     assert committed(broker, group, topic_name, 1) == {0: 10}  # committed on close
+
+
+def test_e2e_latency_prints_kafkas_lines(broker: Broker, topic_name: str) -> None:
+    import re
+
+    result = tool("e2e-latency", broker.bootstrap, topic_name, "20", "all", "100")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    # the topic did not exist: created as Kafka creates it
+    assert lines[0] == (f'Topic "{topic_name}" does not exist. Will create topic with 1 '
+                        "partition(s) and replication factor = 1")
+    assert re.fullmatch(r"0\t\d+\.\d+(e-?\d+)?", lines[1]), lines
+    assert re.fullmatch(r"Avg latency: \d+\.\d{4} ms", lines[-2]), lines
+    p50, p99, p999 = map(int, re.fullmatch(
+        r"Percentiles: 50th = (\d+), 99th = (\d+), 99.9th = (\d+)", lines[-1]).groups())
+    assert 0 <= p50 <= p99 <= p999
+    # the records went through the broker: 20 counted plus the one opening the connections
+    log = read_all(broker, topic_name, 1)
+    assert len(log) == 21 and all(len(m.value()) == 100 for m in log.values())
+
+
+def test_e2e_latency_refuses_acks_0(broker: Broker, topic_name: str) -> None:
+    result = tool("e2e-latency", broker.bootstrap, topic_name, "5", "0", "10")
+    assert result.returncode == 1
+    assert "Latency testing requires synchronous acknowledgement" in result.stderr

@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -319,13 +320,17 @@ def consume(bootstrap: str, topic: str, partitions: int, size: int, n: int,
 
 
 def end_to_end(bootstrap: str, topic: str, size: int, n: int, timeout: float,
-               acks: str = "1", extra: dict[str, str] | None = None) -> tuple[float, list[float]]:
+               acks: str = "1", extra: dict[str, str] | None = None,
+               producer_extra: dict[str, Any] | None = None,
+               on_record: Callable[[int, float], None] | None = None,
+               ) -> tuple[float, list[float]]:
     """Kafka's end-to-end latency measurement: one record at a time to partition 0,
     produced and acknowledged, then read back by a consumer waiting at the log's end;
     return (seconds, each record's produce-to-consume seconds). A first record, not
-    counted, opens the connections."""
+    counted, opens the connections. `extra` / `producer_extra` are more consumer /
+    producer configs; `on_record(i, seconds)` hears of each counted record."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0,
-                         "log_level": 3})
+                         "log_level": 3, **(producer_extra or {})})
     consumer = Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": f"bench-e2e-{uuid.uuid4().hex}",
@@ -359,6 +364,8 @@ def end_to_end(bootstrap: str, topic: str, size: int, n: int, timeout: float,
                 t0 = time.perf_counter()  # the warm-up record
             else:
                 latencies.append(time.perf_counter() - start)
+                if on_record is not None:
+                    on_record(i - 1, latencies[-1])
         return time.perf_counter() - t0, latencies
     finally:
         consumer.close()
