@@ -164,6 +164,25 @@ class LogManager:
         return self.partitions.get((topic, index))
 
     def open_partition(self, record: TopicRecord, index: int) -> Partition:
+        placed = self._place(record, index)
+        if isinstance(placed, Partition):
+            return placed
+        return self._register(record, index, placed, self._open_files(record, index, placed))
+
+    async def open_partition_async(self, record: TopicRecord, index: int) -> Partition:
+        """open_partition with the file work (the dir, partition.metadata, the log's
+        files and their fsyncs; a recovery after an unclean shutdown) on a worker
+        thread, so the event loop keeps serving meanwhile. What the manager keeps is
+        changed on the loop only. Not cancellable midway: the log is registered (and
+        closed by shutdown) once its files exist."""
+        placed = self._place(record, index)
+        if isinstance(placed, Partition):
+            return placed
+        opened = await anyio.to_thread.run_sync(self._open_files, record, index, placed)
+        return self._register(record, index, placed, opened)
+
+    def _place(self, record: TopicRecord, index: int) -> Partition | Path:
+        """The partition when it is open already, else the dir to open it in."""
         key = (record.name, index)
         existing = self.partitions.get(key)
         if existing is not None:
@@ -177,11 +196,16 @@ class LogManager:
             directory = None
         if directory is None:
             directory = self._least_loaded_dir()
-        path = directory / name
+        return directory
+
+    def _open_files(self, record: TopicRecord, index: int, directory: Path
+                    ) -> tuple[Partition, int, float]:
+        """The file work of opening a partition (any thread): (the partition, its
+        segment bytes before, when the open started)."""
+        key = (record.name, index)
+        path = directory / partition_dir_name(record.name, index)
         path.mkdir(parents=True, exist_ok=True)
         _write_partition_metadata(path, record.topic_id)
-        self._topic_ids[key] = record.topic_id
-        clean = self._clean.get(directory, False)
         size_before = _segment_bytes(path)
         started = time.monotonic()
         partition = Partition(
@@ -191,13 +215,22 @@ class LogManager:
             topic_config(self.config, record),
             recovery_point=self._recovery_points.get(directory, {}).get(key, 0),
             log_start_offset=self._log_starts.get(directory, {}).get(key, 0),
-            clean_shutdown=clean,
+            clean_shutdown=self._clean.get(directory, False),
             high_watermark=self._high_watermarks.get(directory, {}).get(key, 0),
         )
+        return partition, size_before, started
+
+    def _register(self, record: TopicRecord, index: int, directory: Path,
+                  opened: tuple[Partition, int, float]) -> Partition:
+        partition, size_before, started = opened
+        key = (record.name, index)
+        name = partition_dir_name(record.name, index)
+        self._topic_ids[key] = record.topic_id
         self.partitions[key] = partition
         self._dir_load[directory] += 1
-        recovered = not clean and size_before > 0
-        truncated = max(0, size_before - _segment_bytes(path)) if recovered else 0
+        recovered = not self._clean.get(directory, False) and size_before > 0
+        truncated = (max(0, size_before - _segment_bytes(partition.directory))
+                     if recovered else 0)
         log.debug("opened %s in %.3f s (%d bytes%s)", name, time.monotonic() - started,
                   size_before, f", recovered, {truncated} bytes truncated" if recovered else "")
         if truncated:

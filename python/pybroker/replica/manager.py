@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 
 import anyio
 
 from pybroker.coordination.base import TopicRecord
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.log.manager import LogManager, UnreadablePartitionMetadata
+from pybroker.log.partition import Partition
 from pybroker.purgatory import Purgatory
 from pybroker.replica.fetcher import ReplicaFetcherManager
 from pybroker.replica.partition import ReplicaPartition
@@ -88,27 +89,54 @@ class ReplicaManager:
         the store keeps them): open the logs of partitions assigned to this broker,
         become leader or follower at each state's epoch, and let go of partitions
         no longer assigned here."""
-        for _ in self._apply_steps(record, versions):
-            pass
+        steps = self._apply_steps(record, versions)
+        reply: Partition | UnreadablePartitionMetadata | None = None
+        while True:
+            try:
+                need = steps.send(reply)
+            except StopIteration:
+                return
+            reply = None
+            if need is not None:
+                try:
+                    reply = self.logs.open_partition(record, need)
+                except UnreadablePartitionMetadata as exc:
+                    reply = exc
 
     async def apply_topic_async(self, record: TopicRecord,
                                 versions: list[int] | None = None) -> None:
-        """apply_topic, letting the event loop run between partitions once a slice
-        of APPLY_SLICE_S has gone: opening a log costs a few files and fsyncs, and a
-        new 50-partition topic applied in one go would hold every connection up
-        (requests meanwhile see the partitions not yet opened as not hosted here,
-        which clients retry, as they do while Kafka's LeaderAndIsr is on its way)."""
+        """apply_topic without holding the event loop: a new log is opened on a worker
+        thread (its files and fsyncs; a 50-partition topic opened on the loop held
+        every connection up for seconds on a loaded machine), and the loop gets a turn
+        whenever APPLY_SLICE_S has gone. Requests meanwhile see the partitions not yet
+        opened as not hosted here, which clients retry, as they do while Kafka's
+        LeaderAndIsr is on its way."""
         started = time.monotonic()
-        for _ in self._apply_steps(record, versions):
-            if time.monotonic() - started > APPLY_SLICE_S:
+        steps = self._apply_steps(record, versions)
+        reply: Partition | UnreadablePartitionMetadata | None = None
+        while True:
+            try:
+                need = steps.send(reply)
+            except StopIteration:
+                return
+            reply = None
+            if need is not None:
+                try:
+                    reply = await self.logs.open_partition_async(record, need)
+                except UnreadablePartitionMetadata as exc:
+                    reply = exc
+                started = time.monotonic()
+            elif time.monotonic() - started > APPLY_SLICE_S:
                 await anyio.sleep(0)
                 started = time.monotonic()
 
     def _apply_steps(self, record: TopicRecord, versions: list[int] | None
-                     ) -> Iterator[None]:
-        """apply_topic's work, one partition a step."""
+                     ) -> Generator[int | None, Partition | UnreadablePartitionMetadata | None,
+                                    None]:
+        """apply_topic's work, one partition a step. A partition whose log is not open
+        yields its index and gets the opened log (or why it cannot be) sent back."""
         for index, state in enumerate(record.partitions):
-            yield
+            yield None
             version = versions[index] if versions is not None else -1
             key = (record.name, index)
             partition = self.partitions.get(key)
@@ -126,12 +154,11 @@ class ReplicaManager:
                                  record.name, index)
                 continue
             if partition is None:
-                try:
-                    opened = self.logs.open_partition(record, index)
-                except UnreadablePartitionMetadata as exc:
+                opened = yield index
+                if not isinstance(opened, Partition):
                     # whose log it is cannot be told: not served (clients are told this
                     # broker does not host it), not adopted as this topic's, not deleted
-                    log.error("%s-%d is not served: %s", record.name, index, exc)
+                    log.error("%s-%d is not served: %s", record.name, index, opened)
                     continue
                 partition = ReplicaPartition(opened, self.broker_id, self.purgatory,
                                              self._isr_candidate)
