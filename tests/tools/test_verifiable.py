@@ -9,6 +9,7 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -129,14 +130,20 @@ def committed(broker: Broker, group: str, topic: str, partitions: int) -> dict[i
         consumer.close()
 
 
-def test_consumer_events_add_up_to_what_was_produced(broker: Broker, topic_name: str) -> None:
+@pytest.mark.parametrize("protocol", [
+    ("--assignment-strategy", "org.apache.kafka.clients.consumer.RangeAssignor"),
+    ("--assignment-strategy", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor"),
+    ("--group-protocol", "consumer"),
+], ids=["classic-range", "classic-cooperative", "consumer"])
+def test_consumer_events_add_up_to_what_was_produced(broker: Broker, topic_name: str,
+                                                     protocol: tuple[str, str]) -> None:
     create(broker, topic_name, 3)
     produced = produce(broker, topic_name, "--max-messages", "40")
     assert sum(e["name"] == "producer_send_success" for e in produced) == 40
     group = topic_name + "-g"
     result = tool("verifiable-consumer", "--bootstrap-server", broker.bootstrap,
                   "--topic", topic_name, "--group-id", group, "--max-messages", "40",
-                  "--verbose", "--session-timeout", "10000")
+                  "--verbose", "--session-timeout", "10000", *protocol)
     assert result.returncode == 0, result.stderr
     got = events(result.stdout)
     names = [e["name"] for e in got]
@@ -222,3 +229,40 @@ def test_e2e_latency_refuses_acks_0(broker: Broker, topic_name: str) -> None:
     result = tool("e2e-latency", broker.bootstrap, topic_name, "5", "0", "10")
     assert result.returncode == 1
     assert "Latency testing requires synchronous acknowledgement" in result.stderr
+
+
+def test_producer_runs_until_sigterm_then_closes(broker: Broker, topic_name: str) -> None:
+    import signal
+    import time
+
+    create(broker, topic_name, 1)
+    proc = subprocess.Popen([sys.executable, "-m", "pybroker", "verifiable-producer",
+                             "--bootstrap-server", broker.bootstrap, "--topic", topic_name,
+                             "--throughput", "50"],  # --max-messages -1: until stopped
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        seen, deadline = [], time.monotonic() + TIMEOUT_S
+        while len(seen) < 10 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if json.loads(line)["name"] == "producer_send_success":
+                seen.append(line)
+        assert len(seen) == 10
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    tail = events(rest)
+    assert [e["name"] for e in tail[-2:]] == ["shutdown_complete", "tool_data"]
+    sent = [json.loads(line) for line in seen] + [
+        e for e in tail if e["name"] == "producer_send_success"]
+    data = tail[-1]
+    assert data["acked"] == len(sent) == data["sent"] and data["target_throughput"] == 50
+    log = read_all(broker, topic_name, 1)
+    assert sorted(log) == sorted((0, e["offset"]) for e in sent)
+    assert all(log[(0, e["offset"])].value().decode() == e["value"] for e in sent)
