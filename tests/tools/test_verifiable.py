@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,26 +98,17 @@ def test_producer_create_time_and_no_keys(broker: Broker, topic_name: str) -> No
     assert all(1600000000000 <= s < 1600000000000 + 60000 for s in stamps)
 
 
-def test_producer_send_errors_are_events(broker: Broker, topic_name: str) -> None:
+def test_producer_send_errors_are_events(broker: Broker, topic_name: str,
+                                         tmp_path: Path) -> None:
     # a topic that does not exist and may not be auto-created: each send fails
-    props = f"{broker.bootstrap}"
+    props = tmp_path / "producer.properties"
+    props.write_text("allow.auto.create.topics=false\nmessage.timeout.ms=2000\n")
     got = produce(broker, topic_name + "-x", "--max-messages", "2", "--command-config",
-                  _props_file(topic_name, {"allow.auto.create.topics": "false",
-                                           "message.timeout.ms": "2000",
-                                           "bootstrap.servers": props}))
+                  str(props))
     errors = [e for e in got if e["name"] == "producer_send_error"]
     assert [e["value"] for e in errors] == ["0", "1"]
     assert all(e["exception"] and e["message"] for e in errors)
     assert got[-1]["name"] == "tool_data" and (got[-1]["sent"], got[-1]["acked"]) == (2, 0)
-
-
-def _props_file(name: str, props: dict[str, str]) -> str:
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("w", suffix=".properties", prefix=name[:20],
-                                     delete=False) as f:
-        f.write("".join(f"{k}={v}\n" for k, v in props.items()))
-    return f.name
 
 
 def committed(broker: Broker, group: str, topic: str, partitions: int) -> dict[int, int]:
