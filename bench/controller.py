@@ -57,6 +57,8 @@ from throughput import (  # noqa: E402
     pybroker_command,
 )
 
+from pybroker.tools._load.workload import wait_all_led  # noqa: E402
+
 try:
     import psutil
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -82,19 +84,6 @@ def full_metadata_ms(address: tuple[str, int], samples: int) -> list[float]:
             _recv_exact(sock, size)
             out.append((time.perf_counter() - t0) * 1000)
     return out[1:]  # the first pays for the connection's setup
-
-
-def all_led(admin: AdminClient, topic: str, partitions: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        md = admin.list_topics(topic, timeout=max(1.0, deadline - time.monotonic()))
-        t = md.topics.get(topic)
-        if (t is not None and t.error is None and len(t.partitions) == partitions
-                and all(p.leader >= 0 for p in t.partitions.values())):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{topic}: not every partition led after {timeout} s")
-        time.sleep(0.01)
 
 
 def every_topic_led(bootstrap: str, topics: set[str], timeout: float) -> None:
@@ -138,7 +127,7 @@ def create_all(bootstrap: str, total: int, per_topic: int, replication: int,
                                       operation_timeout=timeout, request_timeout=timeout)
         futures[name].result(timeout=timeout)
         answers.append(time.perf_counter() - t0)
-        all_led(admin, name, per_topic, timeout)
+        wait_all_led(admin, name, per_topic, timeout, poll_s=0.01)
         per.append(time.perf_counter() - t0)
         if len(per) % 10 == 0:
             print(f"  {len(per) * per_topic} partitions, last topic {per[-1]:.2f} s",

@@ -176,7 +176,12 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float,
         operation_timeout=timeout, request_timeout=timeout,
     )
     futures[topic].result(timeout=timeout)
-    # wait until metadata shows every partition with a leader
+    wait_all_led(admin, topic, partitions, timeout)
+
+
+def wait_all_led(admin: AdminClient, topic: str, partitions: int, timeout: float,
+                 poll_s: float = 0.2) -> None:
+    """Until the metadata shows every partition of the topic with a leader."""
     deadline = time.monotonic() + timeout
     while True:
         md = admin.list_topics(topic, timeout=max(1.0, deadline - time.monotonic()))
@@ -185,8 +190,9 @@ def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float,
                 and all(p.leader >= 0 for p in t.partitions.values())):
             return
         if time.monotonic() > deadline:
-            raise PhaseError(f"topic {topic} not ready after create: {t and t.error}")
-        time.sleep(0.2)
+            raise PhaseError(f"topic {topic}: not every partition led after {timeout} s "
+                             f"({t and t.error})")
+        time.sleep(poll_s)
 
 
 def record_value(size: int, compression: str) -> bytes:
