@@ -130,8 +130,8 @@ def _primitive(typ: str, parent: str, name: str, names: Names) -> st.SearchStrat
         return st.booleans()
     if typ == "float64":
         return st.floats(allow_nan=False)
-    if typ == "uuid":
-        return st.binary(min_size=16, max_size=16)
+    if typ == "uuid":  # the codec's one id type (raw bytes are refused)
+        return st.uuids(allow_nil=True)
     if typ == "string":
         return _string(parent, name, names)
     if typ == "bytes":
