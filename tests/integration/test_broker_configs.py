@@ -102,14 +102,19 @@ def test_connection_limits_change_without_restart(broker_factory: BrokerFactory)
     b = broker_factory()
     base = ["configs", "--bootstrap-server", b.bootstrap, "--entity-type", "brokers",
             "--entity-default", "--alter"]
-    tool(*base, "--add-config", "max.connections.per.ip=1")
+    # 2, not 1: a tool opens two connections one after the other (its fail-fast probe,
+    # then the client's), and the client's may arrive before the broker has noticed the
+    # probe's close
+    tool(*base, "--add-config", "max.connections.per.ip=2")
     host, _, port = b.bootstrap.rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=10):
-        assert not _api_versions_ok(b.bootstrap)  # the second from 127.0.0.1
-    # the first one is closed now (once the broker has noticed)
+    with socket.create_connection((host, int(port)), timeout=10), \
+            socket.create_connection((host, int(port)), timeout=10):
+        assert not _api_versions_ok(b.bootstrap)  # the third from 127.0.0.1
+    # the first two are closed now (once the broker has noticed)
     assert _eventually(lambda: _api_versions_ok(b.bootstrap))
     tool(*base, "--delete-config", "max.connections.per.ip")
-    with socket.create_connection((host, int(port)), timeout=10):
+    with socket.create_connection((host, int(port)), timeout=10), \
+            socket.create_connection((host, int(port)), timeout=10):
         assert _api_versions_ok(b.bootstrap)
 
 
