@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from pybroker.log.checkpoint import read_checkpoint, write_checkpoint
+from pybroker.log.checkpoint import MalformedCheckpoint, read_checkpoint, write_checkpoint
 
 
 def test_round_trip_in_kafka_format(tmp_path: Path) -> None:
@@ -19,5 +19,14 @@ def test_missing_file_is_empty(tmp_path: Path) -> None:
 def test_truncated_file_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "cp"
     path.write_text("0\n3\na 0 1\n")
-    with pytest.raises(ValueError):
+    with pytest.raises(MalformedCheckpoint, match="expected 3 entries, found 1"):
+        read_checkpoint(path)
+
+
+@pytest.mark.parametrize("content", ["0\n2\na 0 1\nb zero 2\n", "1\n0\n", "", "\xff\xfe"],
+                         ids=["bad-offset", "version", "empty", "binary"])
+def test_malformed_files_raise_malformed_checkpoint(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "cp"
+    path.write_bytes(content.encode("latin-1"))
+    with pytest.raises(MalformedCheckpoint, match=str(path)):
         read_checkpoint(path)

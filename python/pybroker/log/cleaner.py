@@ -27,7 +27,7 @@ from pathlib import Path
 import anyio
 
 from pybroker.config import BrokerConfig
-from pybroker.log.checkpoint import read_checkpoint, write_checkpoint
+from pybroker.log.checkpoint import read_checkpoint_or_reset, write_checkpoint
 from pybroker.log.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,9 @@ class Cleaner:
         self.config = config
         self.dirs = list(dirs)
         self.checkpoints: dict[Path, dict[Key, int]] = {
-            d: read_checkpoint(d / CLEANER_CHECKPOINT_FILE) for d in self.dirs}
+            d: read_checkpoint_or_reset(d / CLEANER_CHECKPOINT_FILE,
+                                        "compacted logs are cleaned from their start")
+            for d in self.dirs}
         #: cleans done since start (tests, metrics)
         self.cleans = 0
 

@@ -23,7 +23,12 @@ from pybroker.config import (
     read_properties,
 )
 from pybroker.coordination.base import TopicRecord
-from pybroker.log.checkpoint import read_checkpoint, write_checkpoint
+from pybroker.log.checkpoint import (
+    MalformedCheckpoint,
+    read_checkpoint,
+    read_checkpoint_or_reset,
+    write_checkpoint,
+)
 from pybroker.log.cleaner import Cleaner
 from pybroker.log.partition import Partition
 from pybroker.phase_log import Tally
@@ -86,9 +91,13 @@ class LogManager:
                 log.info("log dir %s was not shut down cleanly (no %s): its logs are "
                          "recovered from their recovery points as they open", directory,
                          CLEAN_SHUTDOWN_FILE)
-            self._recovery_points[directory] = read_checkpoint(directory / RECOVERY_POINT_FILE)
-            self._log_starts[directory] = read_checkpoint(directory / LOG_START_FILE)
-            self._high_watermarks[directory] = read_checkpoint(directory / REPLICATION_FILE)
+            self._recovery_points[directory] = read_checkpoint_or_reset(
+                directory / RECOVERY_POINT_FILE,
+                "every log in the dir is recovered from its first segment")
+            self._log_starts[directory] = read_checkpoint_or_reset(
+                directory / LOG_START_FILE,
+                "each log starts at its first segment's base offset")
+            self._high_watermarks[directory] = self._read_high_watermarks(directory)
         # the marker only vouches for the shutdown before this start (the flags are
         # kept in memory for the partitions opened later)
         for directory in self.dirs:
@@ -320,6 +329,21 @@ class LogManager:
 
     def _least_loaded_dir(self) -> Path:
         return min(self.dirs, key=lambda d: self._dir_load[d])
+
+    @staticmethod
+    def _read_high_watermarks(directory: Path) -> dict[tuple[str, int], int]:
+        """The dir's high watermarks. Unreadable ones refuse the start: Kafka takes such
+        a dir offline, since a log's committed end can no longer be told (a guess would
+        expose uncommitted records to consumers, or hold back committed ones)."""
+        path = directory / REPLICATION_FILE
+        try:
+            return read_checkpoint(path)
+        except MalformedCheckpoint as exc:
+            raise MalformedCheckpoint(
+                f"{exc}: the high watermarks of the logs in {directory} cannot be told, "
+                f"so the dir is not used (Kafka takes it offline). Restore the file, or "
+                f"move it aside to start with every high watermark at the log's start "
+                f"(each leader raises it again as its in-sync replicas catch up)") from exc
 
     def _check_meta(self, directory: Path) -> None:
         """Refuse a data dir written by another cluster or another broker id, as Kafka's
