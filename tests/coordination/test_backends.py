@@ -129,6 +129,12 @@ async def test_deposed_controller_writes_are_fenced(cluster: Cluster) -> None:
     assert len((await b.topic_assignments())["fenced"].partitions) == 1
     assert (await b.partition_states("fenced"))[0].version == 0
 
+    # a write that forgets its lease fails instead of going out unfenced
+    with pytest.raises(TypeError, match="lease"):
+        await b.update_partition_state(  # type: ignore[call-arg]
+            "fenced", 0, state(2, 1, [2], new.epoch), 0)
+    with pytest.raises(TypeError, match="lease"):
+        await b.create_topic(assignment("unleased"), {})  # type: ignore[call-arg]
     # the new controller's lease works
     version = await b.update_partition_state("fenced", 0, state(2, 1, [2], new.epoch), 0, new)
     assert version == 1
@@ -193,10 +199,10 @@ async def test_invalid_assignments_are_refused(cluster: Cluster) -> None:
     ]
     for topic in bad:
         with pytest.raises(KafkaError) as exc:
-            await a.create_topic(topic, {})
+            await a.create_topic(topic, {}, lease=None)
         assert exc.value.code is ErrorCode.INVALID_REPLICA_ASSIGNMENT
     with pytest.raises(KafkaError) as exc:
-        await a.create_topic(assignment("bad/name"), {})
+        await a.create_topic(assignment("bad/name"), {}, lease=None)
     assert exc.value.code is ErrorCode.INVALID_TOPIC_EXCEPTION
     assert await a.topic_assignments() == {}
 
@@ -222,9 +228,10 @@ async def test_partition_state_updates_are_conditional(cluster: Cluster) -> None
 
     # the leader shrinks its ISR (no lease), conditional on the version it knows
     shrunk = state(1, 0, [1], lease.epoch)
-    assert await b.update_partition_state("p", 0, shrunk, 0) == 1
+    assert await b.update_partition_state("p", 0, shrunk, 0, lease=None) == 1
     with pytest.raises(StaleVersion) as stale:
-        await b.update_partition_state("p", 0, state(1, 0, [1, 2], lease.epoch), 0)
+        await b.update_partition_state("p", 0, state(1, 0, [1, 2], lease.epoch), 0,
+                                       lease=None)
     assert stale.value.expected_version == 0
     # the controller elects a new leader, fenced and conditional
     unclean = LeaderAndIsr(controller_epoch=lease.epoch, leader=2, leader_epoch=1, isr=[2],
@@ -237,7 +244,7 @@ async def test_partition_state_updates_are_conditional(cluster: Cluster) -> None
     assert (await b.partition_states("p"))[0].state.recovery_state == RECOVERING
 
     with pytest.raises(KafkaError) as exc:
-        await b.update_partition_state("p", 7, shrunk, 0)
+        await b.update_partition_state("p", 7, shrunk, 0, lease=None)
     assert exc.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     await a.delete_topic("p", lease)

@@ -88,7 +88,7 @@ async def test_a_new_topic_is_written_and_applied_once(cluster: Cluster,
     async def create(name: str) -> None:
         await backend.create_topic(TopicAssignment(
             name=name, topic_id=uuid.uuid4(),
-            partitions={p: [1] for p in range(PARTITIONS)}), {})
+            partitions={p: [1] for p in range(PARTITIONS)}), {}, lease=None)
         await eventually(lambda: publisher.led(name), f"every partition of {name} led")
         await backend.settle()
 

@@ -259,7 +259,7 @@ async def test_malformed_znodes_are_clear_errors(zk_cluster: Cluster, raw: Kazoo
 
     # a watch logs the bad topic and keeps working for the others
     good = TopicAssignment(name="good", topic_id=uuid.uuid4(), partitions={0: [1]})
-    await store.create_topic(good, {})
+    await store.create_topic(good, {}, lease=None)
     await eventually(lambda: seen[-1] == {"good": good}, "the good topic in the watch")
 
 
@@ -366,11 +366,11 @@ async def test_a_topic_whose_znode_turns_malformed_is_not_taken_for_deleted(
     seen: list[dict[str, TopicAssignment]] = []
     await store.watch_topics(seen.append)
     kept = TopicAssignment(name="kept", topic_id=uuid.uuid4(), partitions={0: [1]})
-    await store.create_topic(kept, {})
+    await store.create_topic(kept, {}, lease=None)
     await eventually(lambda: seen and "kept" in seen[-1], "the topic in the watch")
     raw.set("/brokers/topics/kept", b"not json")
     other = TopicAssignment(name="other", topic_id=uuid.uuid4(), partitions={0: [1]})
-    await store.create_topic(other, {})  # a later change: the watch has re-read by then
+    await store.create_topic(other, {}, lease=None)  # a later change: the watch has re-read by then
     await eventually(lambda: "other" in seen[-1], "the other topic in the watch")
     assert all(view.get("kept") == kept for view in seen if "other" in view), seen[-1]
     raw.delete("/brokers/topics/kept")

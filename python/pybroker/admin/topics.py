@@ -106,7 +106,7 @@ class TopicAdmin:
                 for a in assignments], dict(checked))
         await self.backend.create_topic(
             TopicAssignment(name=name, topic_id=uuid.uuid4(),
-                            partitions=dict(enumerate(assignments))), checked)
+                            partitions=dict(enumerate(assignments))), checked, lease=None)
         log.info("created topic %s with %d partitions", name, num_partitions)
         await self._wait_for(name, lambda: self._has_leaders(name), timeout_ms)
         return self.metadata.topic(name)
@@ -193,7 +193,8 @@ class TopicAdmin:
         partitions = {i: list(p.replicas) for i, p in enumerate(record.partitions)}
         partitions.update({current + i: r for i, r in enumerate(assignments)})
         await self.backend.set_partition_assignment(
-            TopicAssignment(name=name, topic_id=record.topic_id, partitions=partitions))
+            TopicAssignment(name=name, topic_id=record.topic_id, partitions=partitions),
+            lease=None)
         await self._wait_for(name, lambda: (
             self._has_leaders(name) and len(self.metadata.topics[name].partitions) == count),
             timeout_ms)

@@ -12,7 +12,9 @@ Writes fall in two groups, as in Kafka's ZooKeeper mode:
     a check on /controller_epoch's version, so a deposed controller's write fails with
     ControllerMoved instead of overwriting its successor's decisions;
   * writes any broker or admin makes (register itself, topic configs, deletion requests,
-    ISR change notifications, producer id blocks) take no lease. A partition leader
+    ISR change notifications, producer id blocks) take no lease. The writes either kind
+    makes take `lease` without a default, so a call that forgets it fails instead of
+    writing unfenced. A partition leader
     updates its own ISR with `update_partition_state(..., lease=None)`, conditional on
     the state's version as Kafka's leaders did.
 
@@ -245,14 +247,14 @@ class CoordinationBackend(Protocol):
         ...
 
     async def create_topic(self, assignment: TopicAssignment, configs: Mapping[str, str],
-                           lease: ControllerLease | None = None) -> None:
+                           lease: ControllerLease | None) -> None:
         """Write the topic's configs and assignment atomically (fenced when a lease is
         given). TOPIC_ALREADY_EXISTS if it exists. Partition states are the controller's
         to create (create_partition_states)."""
         ...
 
     async def set_partition_assignment(self, assignment: TopicAssignment,
-                                       lease: ControllerLease | None = None) -> None:
+                                       lease: ControllerLease | None) -> None:
         """Replace the topic's assignment (CreatePartitions adds partitions this way).
         UNKNOWN_TOPIC_OR_PARTITION if the topic (with this topic id) does not exist."""
         ...
@@ -321,7 +323,7 @@ class CoordinationBackend(Protocol):
 
     async def update_partition_state(self, topic: str, partition: int, state: LeaderAndIsr,
                                      expected_version: int,
-                                     lease: ControllerLease | None = None) -> int:
+                                     lease: ControllerLease | None) -> int:
         """Write the state if its version is still `expected_version` (else StaleVersion);
         with a lease, also fenced by the controller epoch (else ControllerMoved).
         Returns the new version."""

@@ -312,7 +312,7 @@ class EmbeddedBackend:
         return {name: t.assignment(name) for name, t in self._topics.items()}
 
     async def create_topic(self, assignment: TopicAssignment, configs: Mapping[str, str],
-                           lease: ControllerLease | None = None) -> None:
+                           lease: ControllerLease | None) -> None:
         self._fence(lease)
         self.create_topic_now(assignment, configs, {})
 
@@ -336,7 +336,7 @@ class EmbeddedBackend:
         self._fire_states(assignment.name, states)
 
     async def set_partition_assignment(self, assignment: TopicAssignment,
-                                       lease: ControllerLease | None = None) -> None:
+                                       lease: ControllerLease | None) -> None:
         self._fence(lease)
         self.set_partition_assignment_now(assignment)
 
@@ -451,7 +451,7 @@ class EmbeddedBackend:
 
     async def update_partition_state(self, topic: str, partition: int, state: LeaderAndIsr,
                                      expected_version: int,
-                                     lease: ControllerLease | None = None) -> int:
+                                     lease: ControllerLease | None) -> int:
         self._fence(lease)
         entry = self._topics.get(topic)
         if entry is None or partition not in entry.states:

@@ -117,7 +117,7 @@ class TopicOps:
                 for name, path, read in zip(names, paths, reads, strict=True) if read is not None}
 
     async def create_topic(self, assignment: TopicAssignment, configs: Mapping[str, str],
-                           lease: ControllerLease | None = None) -> None:
+                           lease: ControllerLease | None) -> None:
         name = assignment.name
         validate_topic_name(name)
         validate_assignment(assignment.partitions)
@@ -148,7 +148,7 @@ class TopicOps:
         raise CoordinationUnavailable(f"creating topic {name} kept racing")
 
     async def set_partition_assignment(self, assignment: TopicAssignment,
-                                       lease: ControllerLease | None = None) -> None:
+                                       lease: ControllerLease | None) -> None:
         name = assignment.name
         validate_assignment(assignment.partitions)
         path = zn.topic_path(name)
@@ -368,7 +368,7 @@ class TopicOps:
 
     async def update_partition_state(self, topic: str, partition: int, state: LeaderAndIsr,
                                      expected_version: int,
-                                     lease: ControllerLease | None = None) -> int:
+                                     lease: ControllerLease | None) -> int:
         path = zn.partition_state_path(topic, partition)
         txn = fenced_multi(self.zk, lease)
         txn.set_data(path, zn.encode(state), expected_version)

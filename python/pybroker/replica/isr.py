@@ -104,7 +104,7 @@ class IsrManager:
             partition.pending_isr = list(isr)
         try:
             version = await self.backend.update_partition_state(
-                partition.topic, partition.index, new, known.version)
+                partition.topic, partition.index, new, known.version, lease=None)
         except StaleVersion:
             log.info("%s-%d: ISR change to %s lost a race (version %d); waiting for the new "
                      "state", partition.topic, partition.index, isr, known.version)
