@@ -21,10 +21,25 @@ File format (`pybroker-metadata.json`), version 2, msgspec JSON:
 
 Partition i of a topic is the i-th entry. Version 1 (before cluster mode) is read too:
 partitions were {"leader", "leader_epoch", "replicas", "isr"} and there was no
-controller epoch or deletion mark; it is rewritten as version 2 on the first change.
-Writes go to a temporary file that is fsynced and renamed over the old one (then the
-directory is fsynced), so a crash leaves either the old or the new metadata, never a
-torn file. They happen on the calling thread: metadata changes are rare and small."""
+controller epoch or deletion mark; it is rewritten as version 2 when it is loaded.
+
+Writes (issue 25): that file is a snapshot; each change after it is one frame appended
+to `pybroker-metadata.journal` (journal.py: checksummed lines, fsynced), so a write
+costs what it changes, not the whole store. A frame is `{"seq": n, "changes": [...]}`
+(the `_Change` structs below); the snapshot's `journal_seq` is the last frame it holds.
+Loading reads the snapshot and replays the frames after it (a torn last frame, from a
+crash mid-write, is dropped: it was never acknowledged). Once the journal has grown
+past the snapshot's size (and at least COMPACT_MIN_BYTES), the state is written as a
+new snapshot (a temporary file, fsynced, renamed over the old one, the directory
+fsynced) and the journal emptied; a crash in between replays nothing twice, as frames
+at or below `journal_seq` are skipped. A clean close compacts too, so the snapshot
+alone is the whole state after a clean shutdown.
+
+Async writes run one at a time under a lock: checked against the state in memory,
+written and fsynced on a worker thread (the event loop keeps serving meanwhile), only
+then applied in memory and reported to watches, so nothing reads or acts on a change
+before it is durable, as before. The `*_now` methods (EmbeddedStore's synchronous
+callers) write on the calling thread."""
 
 from __future__ import annotations
 
@@ -32,9 +47,11 @@ import dataclasses
 import os
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import msgspec
 
 from pybroker.coordination.base import (
@@ -52,9 +69,11 @@ from pybroker.coordination.base import (
 from pybroker.coordination.errors import (
     BrokerIdInUse,
     ControllerMoved,
+    CoordinationUnavailable,
     MalformedZNode,
     StaleVersion,
 )
+from pybroker.coordination.journal import Journal, frame
 from pybroker.coordination.watches import (
     Callback,
     Dispatcher,
@@ -71,9 +90,14 @@ from pybroker.coordination.znodes import (
 from pybroker.errors import ErrorCode, KafkaError
 
 METADATA_FILE = "pybroker-metadata.json"
+JOURNAL_FILE = "pybroker-metadata.journal"
 FILE_VERSION = 2
+#: the journal is folded into a new snapshot once it is larger than the snapshot and
+#: than this (so a write costs O(change), compaction O(store) once per O(store) written)
+COMPACT_MIN_BYTES = 1 << 20
 
-__all__ = ["EmbeddedBackend", "EmbeddedStore", "METADATA_FILE", "new_cluster_id"]
+__all__ = ["EmbeddedBackend", "EmbeddedStore", "JOURNAL_FILE", "METADATA_FILE",
+           "new_cluster_id"]
 
 
 # --- file format -------------------------------------------------------------------------
@@ -127,6 +151,61 @@ class _FileV2(msgspec.Struct):
     #: configs of entities other than topics: type -> name -> configs (added later in
     #: version 2; absent in older files)
     entity_configs: dict[str, dict[str, dict[str, str]]] = {}
+    #: the last journal frame this snapshot holds (absent before the journal: 0)
+    journal_seq: int = 0
+
+
+# --- journal frames: one per write, a list of changes applied in order ------------------
+
+class _TopicPut(msgspec.Struct, tag="topic"):
+    """A topic created, or its assignment changed (its states and configs are kept)."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: list[_PartitionV2]
+
+
+class _ConfigsPut(msgspec.Struct, tag="configs"):
+    name: str
+    configs: dict[str, str]
+
+
+class _StatesPut(msgspec.Struct, tag="states"):
+    """Partition states written (a new partition's at version 0, else version + 1)."""
+
+    name: str
+    states: dict[int, LeaderAndIsr]
+
+
+class _TopicDelete(msgspec.Struct, tag="delete"):
+    name: str
+
+
+class _DeletionMark(msgspec.Struct, tag="mark"):
+    name: str
+
+
+class _EntityConfigsPut(msgspec.Struct, tag="entity"):
+    entity_type: str
+    name: str
+    configs: dict[str, str]
+
+
+class _ProducerIds(msgspec.Struct, tag="pids"):
+    next: int
+
+
+class _ControllerEpoch(msgspec.Struct, tag="epoch"):
+    epoch: int
+
+
+_Change = (_TopicPut | _ConfigsPut | _StatesPut | _TopicDelete | _DeletionMark
+           | _EntityConfigsPut | _ProducerIds | _ControllerEpoch)
+
+
+class _Frame(msgspec.Struct):
+    seq: int
+    changes: list[_Change]
 
 
 @dataclasses.dataclass
@@ -149,7 +228,8 @@ class _Topic:
             removing_replicas={p: list(r) for p, r in self.removing.items()})
 
 
-def _read_file(path: Path) -> _FileV2:
+def _read_file(path: Path) -> tuple[_FileV2, int]:
+    """The file's state (as version 2) and the version it was written in."""
     data = path.read_bytes()
     try:
         version = msgspec.json.decode(data, type=_FileVersion).version
@@ -165,9 +245,9 @@ def _read_file(path: Path) -> _FileV2:
                                                                leader_epoch=p.leader_epoch,
                                                                isr=p.isr))
                                             for p in t.partitions])
-                               for t in old.topics])
+                               for t in old.topics]), version
         if version == FILE_VERSION:
-            return msgspec.json.decode(data, type=_FileV2)
+            return msgspec.json.decode(data, type=_FileV2), version
     except msgspec.DecodeError as exc:
         raise MalformedZNode(str(path), data, str(exc)) from exc
     raise MalformedZNode(str(path), data, f"unknown metadata file version {version} "
@@ -201,11 +281,24 @@ class EmbeddedBackend:
         self._watchers: dict[str, dict[WatchHandle, Callback]] = {
             kind: {} for kind in ("brokers", "controller", "topics", "configs", "deletions",
                                   "states", "isr", *(f"entity:{t}" for t in ENTITY_TYPES))}
+        self._journal = Journal(self.path.with_name(JOURNAL_FILE))
+        #: the last journal frame written (and applied)
+        self._seq = 0
+        #: size of the last snapshot written or read (the compaction threshold)
+        self._snapshot_bytes = 0
+        #: one async write at a time (made on first use: it belongs to the event loop)
+        self._lock: anyio.Lock | None = None
+        #: why the journal cannot be written any more (a failed write): every later
+        #: write fails too, rather than be acknowledged behind a hole
+        self._broken: str | None = None
         if self.path.exists():
-            self._load(_read_file(self.path))
+            self._open_existing()
         else:
+            if self._journal.path.exists():
+                raise MalformedZNode(str(self._journal.path), None,
+                                     f"a metadata journal without its snapshot {self.path}")
             self._cluster_id = new_cluster_id()
-            self._save()
+            self._write_snapshot(self._snapshot())
 
     # --- lifecycle and session ---
     @property
@@ -220,6 +313,12 @@ class EmbeddedBackend:
         self._broker_epochs.clear()
         self._controller = None
         await self._dispatcher.close()
+        async with self._writing():
+            if self._broken is None and self._journal.size:
+                # the snapshot alone is the whole state after a clean shutdown
+                snapshot = self._snapshot()
+                await anyio.to_thread.run_sync(self._compact, snapshot)
+        self._journal.close()
 
     def on_session_lost(self, callback: Callback) -> WatchHandle:
         return WatchHandle()  # there is no session to lose
@@ -263,17 +362,17 @@ class EmbeddedBackend:
 
     # --- controller ---
     async def try_elect_controller(self, broker_id: int) -> ControllerLease | None:
-        if self._controller == broker_id:  # already ours: this node is its only session
+        async with self._writing():
+            if self._controller == broker_id:  # already ours: this node is its only session
+                return ControllerLease(broker_id=broker_id, epoch=self._controller_epoch,
+                                       epoch_zk_version=self._controller_epoch)
+            if self._controller is not None:
+                return None
+            await self._commit([_ControllerEpoch(self._controller_epoch + 1)])
+            self._controller = broker_id
+            self._fire("controller")
             return ControllerLease(broker_id=broker_id, epoch=self._controller_epoch,
                                    epoch_zk_version=self._controller_epoch)
-        if self._controller is not None:
-            return None
-        self._controller_epoch += 1
-        self._controller = broker_id
-        self._save()
-        self._fire("controller")
-        return ControllerLease(broker_id=broker_id, epoch=self._controller_epoch,
-                               epoch_zk_version=self._controller_epoch)
 
     async def controller_id(self) -> int | None:
         return self._controller
@@ -313,34 +412,47 @@ class EmbeddedBackend:
 
     async def create_topic(self, assignment: TopicAssignment, configs: Mapping[str, str],
                            lease: ControllerLease | None) -> None:
-        self._fence(lease)
-        self.create_topic_now(assignment, configs, {})
+        async with self._writing():
+            self._fence(lease)
+            await self._commit(self._topic_creation(assignment, configs, {}))
+            self._topic_created(assignment.name, {})
 
     def create_topic_now(self, assignment: TopicAssignment, configs: Mapping[str, str],
                          states: Mapping[int, LeaderAndIsr]) -> None:
-        """create_topic without awaiting (and optionally with partition states at once),
-        for EmbeddedStore's synchronous callers."""
+        """create_topic on the calling thread (and optionally with partition states at
+        once), for EmbeddedStore's synchronous callers."""
+        self._commit_now(self._topic_creation(assignment, configs, states))
+        self._topic_created(assignment.name, states)
+
+    def _topic_creation(self, assignment: TopicAssignment, configs: Mapping[str, str],
+                        states: Mapping[int, LeaderAndIsr]) -> list[_Change]:
         validate_topic_name(assignment.name)
         validate_assignment(assignment.partitions)
         if assignment.name in self._topics:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS,
                              f"Topic '{assignment.name}' already exists.")
-        self._topics[assignment.name] = _Topic(
-            topic_id=assignment.topic_id,
-            partitions={p: list(r) for p, r in assignment.partitions.items()},
-            adding={p: list(r) for p, r in assignment.adding_replicas.items()},
-            removing={p: list(r) for p, r in assignment.removing_replicas.items()},
-            configs=dict(configs), states=dict(states), state_versions=dict.fromkeys(states, 0))
-        self._save()
+        changes: list[_Change] = [_topic_put(assignment), _ConfigsPut(assignment.name,
+                                                                      dict(configs))]
+        if states:
+            changes.append(_StatesPut(assignment.name, dict(states)))
+        return changes
+
+    def _topic_created(self, name: str, states: Iterable[int]) -> None:
         self._fire("topics")
-        self._fire_states(assignment.name, states)
+        self._fire_states(name, states)
 
     async def set_partition_assignment(self, assignment: TopicAssignment,
                                        lease: ControllerLease | None) -> None:
-        self._fence(lease)
-        self.set_partition_assignment_now(assignment)
+        async with self._writing():
+            self._fence(lease)
+            await self._commit([self._assignment_change(assignment)])
+            self._fire("topics")
 
     def set_partition_assignment_now(self, assignment: TopicAssignment) -> None:
+        self._commit_now([self._assignment_change(assignment)])
+        self._fire("topics")
+
+    def _assignment_change(self, assignment: TopicAssignment) -> _TopicPut:
         topic = self._require(assignment.name)
         if topic.topic_id != assignment.topic_id:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -349,11 +461,7 @@ class EmbeddedBackend:
         if len(assignment.partitions) < len(topic.partitions):
             raise KafkaError(ErrorCode.INVALID_PARTITIONS,
                              f"Topic '{assignment.name}' cannot lose partitions.")
-        topic.partitions = {p: list(r) for p, r in assignment.partitions.items()}
-        topic.adding = {p: list(r) for p, r in assignment.adding_replicas.items()}
-        topic.removing = {p: list(r) for p, r in assignment.removing_replicas.items()}
-        self._save()
-        self._fire("topics")
+        return _topic_put(assignment)
 
     async def watch_topics(self, callback: Callback) -> WatchHandle:
         return await self._watch("topics", callback)
@@ -363,12 +471,17 @@ class EmbeddedBackend:
         return dict(topic.configs) if topic is not None else {}
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        self.set_topic_configs_now(name, configs)
+        async with self._writing():
+            self._require(name)
+            await self._commit([_ConfigsPut(name, dict(configs))])
+            self._configs_set(name, configs)
 
     def set_topic_configs_now(self, name: str, configs: Mapping[str, str]) -> None:
-        topic = self._require(name)
-        topic.configs = dict(configs)
-        self._save()
+        self._require(name)
+        self._commit_now([_ConfigsPut(name, dict(configs))])
+        self._configs_set(name, configs)
+
+    def _configs_set(self, name: str, configs: Mapping[str, str]) -> None:
         for handle, callback in list(self._watchers["configs"].items()):
             self._dispatcher.submit(self._job(handle, callback, name, dict(configs)))
 
@@ -376,11 +489,11 @@ class EmbeddedBackend:
         return await self._watch("configs", callback, initial=False)
 
     async def request_topic_deletion(self, name: str) -> None:
-        self._require(name)
-        if name not in self._pending_deletion:
-            self._pending_deletion.add(name)
-            self._save()
-            self._fire("deletions")
+        async with self._writing():
+            self._require(name)
+            if name not in self._pending_deletion:
+                await self._commit([_DeletionMark(name)])
+                self._fire("deletions")
 
     async def topics_pending_deletion(self) -> set[str]:
         return set(self._pending_deletion)
@@ -389,15 +502,18 @@ class EmbeddedBackend:
         return await self._watch("deletions", callback)
 
     async def delete_topic(self, name: str, lease: ControllerLease) -> None:
-        self._fence(lease)
-        self.delete_topic_now(name)
+        async with self._writing():
+            self._fence(lease)
+            topic, marked = self._require(name), name in self._pending_deletion
+            await self._commit([_TopicDelete(name)])
+            self._topic_deleted(name, topic, marked)
 
     def delete_topic_now(self, name: str) -> None:
-        topic = self._require(name)
-        del self._topics[name]
-        marked = name in self._pending_deletion
-        self._pending_deletion.discard(name)
-        self._save()
+        topic, marked = self._require(name), name in self._pending_deletion
+        self._commit_now([_TopicDelete(name)])
+        self._topic_deleted(name, topic, marked)
+
+    def _topic_deleted(self, name: str, topic: _Topic, marked: bool) -> None:
         self._fire("topics")
         if marked:
             self._fire("deletions")
@@ -417,9 +533,9 @@ class EmbeddedBackend:
     async def set_entity_configs(self, entity_type: str, name: str,
                                  configs: Mapping[str, str]) -> None:
         check_entity_type(entity_type)
-        self._entity_configs.setdefault(entity_type, {})[name] = dict(configs)
-        self._save()
-        self._fire(f"entity:{entity_type}")
+        async with self._writing():
+            await self._commit([_EntityConfigsPut(entity_type, name, dict(configs))])
+            self._fire(f"entity:{entity_type}")
 
     async def watch_entity_configs(self, entity_type: str, callback: Callback) -> WatchHandle:
         check_entity_type(entity_type)
@@ -434,36 +550,33 @@ class EmbeddedBackend:
 
     async def create_partition_states(self, topic: str, states: Mapping[int, LeaderAndIsr],
                                       lease: ControllerLease) -> dict[int, int]:
-        self._fence(lease)
-        entry = self._require(topic)
-        for partition in states:
-            if partition not in entry.partitions:
-                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 f"Topic '{topic}' has no partition {partition}.")
-            if partition in entry.states:
-                raise StaleVersion(partition_state_path(topic, partition), -1)
-        for partition, state in states.items():
-            entry.states[partition] = state
-            entry.state_versions[partition] = 0
-        self._save()
-        self._fire_states(topic, states)
-        return dict.fromkeys(states, 0)
+        async with self._writing():
+            self._fence(lease)
+            entry = self._require(topic)
+            for partition in states:
+                if partition not in entry.partitions:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                     f"Topic '{topic}' has no partition {partition}.")
+                if partition in entry.states:
+                    raise StaleVersion(partition_state_path(topic, partition), -1)
+            await self._commit([_StatesPut(topic, dict(states))])
+            self._fire_states(topic, states)
+            return dict.fromkeys(states, 0)
 
     async def update_partition_state(self, topic: str, partition: int, state: LeaderAndIsr,
                                      expected_version: int,
                                      lease: ControllerLease | None) -> int:
-        self._fence(lease)
-        entry = self._topics.get(topic)
-        if entry is None or partition not in entry.states:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                             f"No state for partition {topic}-{partition}.")
-        if entry.state_versions[partition] != expected_version:
-            raise StaleVersion(partition_state_path(topic, partition), expected_version)
-        entry.states[partition] = state
-        entry.state_versions[partition] = version = expected_version + 1
-        self._save()
-        self._fire_states(topic, [partition])
-        return version
+        async with self._writing():
+            self._fence(lease)
+            entry = self._topics.get(topic)
+            if entry is None or partition not in entry.states:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 f"No state for partition {topic}-{partition}.")
+            if entry.state_versions[partition] != expected_version:
+                raise StaleVersion(partition_state_path(topic, partition), expected_version)
+            await self._commit([_StatesPut(topic, {partition: state})])
+            self._fire_states(topic, [partition])
+            return entry.state_versions[partition]
 
     async def watch_partition_states(self, callback: Callback) -> WatchHandle:
         self._dispatcher.start()
@@ -519,16 +632,24 @@ class EmbeddedBackend:
     # --- producer ids ---
     async def allocate_producer_ids(self, broker_id: int,
                                     count: int = PRODUCER_ID_BLOCK_SIZE) -> range:
-        return self.allocate_producer_ids_now(count)
+        async with self._writing():
+            block = range(self._producer_id_next, self._producer_id_next + count)
+            await self._commit([_ProducerIds(block.stop)])
+            return block
+
+    def add_states_now(self, topic: str, states: Mapping[int, LeaderAndIsr]) -> None:
+        """States for new partitions, on the calling thread (EmbeddedStore)."""
+        self._require(topic)
+        self._commit_now([_StatesPut(topic, dict(states))])
+        self._fire_states(topic, states)
 
     def allocate_producer_ids_now(self, count: int) -> range:
         block = range(self._producer_id_next, self._producer_id_next + count)
-        self._producer_id_next = block.stop
-        self._save()
+        self._commit_now([_ProducerIds(block.stop)])
         return block
 
     # --- watches ---
-    def _snapshot(self, kind: str) -> tuple[object, ...]:
+    def _snapshot_of(self, kind: str) -> tuple[object, ...]:
         if kind == "brokers":
             return (dict(self._brokers),)
         if kind == "controller":
@@ -562,7 +683,7 @@ class EmbeddedBackend:
     def _level_job(self, kind: str, handle: WatchHandle, callback: Callback):
         async def job() -> None:
             if not handle.cancelled:  # the value when the callback runs: bursts coalesce
-                await invoke(callback, *self._snapshot(kind))
+                await invoke(callback, *self._snapshot_of(kind))
         return job
 
     def _job(self, handle: WatchHandle, callback: Callback, *args: object):
@@ -571,7 +692,131 @@ class EmbeddedBackend:
                 await invoke(callback, *args)
         return job
 
-    # --- the file ---
+    # --- writing: journal frames, applied once durable ---
+    @asynccontextmanager
+    async def _writing(self) -> AsyncIterator[None]:
+        """Hold the write lock: checks made inside see every earlier write applied, and
+        no later write is checked before this one is applied."""
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            yield
+
+    def _frame(self, changes: list[_Change]) -> bytes:
+        if self._broken is not None:
+            raise CoordinationUnavailable(self._broken)
+        return frame(msgspec.json.encode(_Frame(self._seq + 1, changes)))
+
+    async def _commit(self, changes: list[_Change]) -> None:
+        """Write the changes as one journal frame on a worker thread, then apply them.
+        Shielded: a cancelled caller must not leave a durable change unapplied."""
+        data = self._frame(changes)
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._append, data)
+            self._applied(changes)
+            snapshot = self._snapshot() if self._compaction_due() else None
+            if snapshot is not None:
+                await anyio.to_thread.run_sync(self._compact, snapshot)
+
+    def _commit_now(self, changes: list[_Change]) -> None:
+        """_commit on the calling thread (EmbeddedStore; not while an async write runs)."""
+        if self._lock is not None and self._lock.locked():
+            raise RuntimeError("a synchronous metadata write while an async one runs")
+        self._append(self._frame(changes))
+        self._applied(changes)
+        if self._compaction_due():
+            self._compact(self._snapshot())
+
+    def _append(self, data: bytes) -> None:
+        before = self._journal.size
+        try:
+            self._journal.append(data)
+        except OSError as exc:
+            self._broken = f"the metadata journal {self._journal.path} failed a write: {exc}"
+            try:  # leave no half frame for a good one to follow (it would read as corrupt)
+                self._journal.truncate(before)
+            except OSError:
+                pass
+            raise CoordinationUnavailable(self._broken) from exc
+
+    def _applied(self, changes: list[_Change]) -> None:
+        self._seq += 1
+        for change in changes:
+            self._apply(change)
+
+    def _apply(self, change: _Change) -> None:
+        """One change to the state in memory (a write, or a frame replayed on load)."""
+        self.generation += 1
+        if isinstance(change, _StatesPut):
+            entry = self._topics[change.name]
+            for partition, state in change.states.items():
+                entry.state_versions[partition] = (entry.state_versions[partition] + 1
+                                                   if partition in entry.states else 0)
+                entry.states[partition] = state
+        elif isinstance(change, _TopicPut):
+            topic = self._topics.get(change.name)
+            partitions = {p: part.replicas for p, part in enumerate(change.partitions)}
+            adding = {p: part.adding_replicas for p, part in enumerate(change.partitions)
+                      if part.adding_replicas}
+            removing = {p: part.removing_replicas for p, part in enumerate(change.partitions)
+                        if part.removing_replicas}
+            if topic is None:
+                self._topics[change.name] = _Topic(
+                    topic_id=change.topic_id, partitions=partitions, adding=adding,
+                    removing=removing, configs={}, states={}, state_versions={})
+            else:
+                topic.partitions, topic.adding, topic.removing = partitions, adding, removing
+        elif isinstance(change, _ConfigsPut):
+            self._topics[change.name].configs = dict(change.configs)
+        elif isinstance(change, _TopicDelete):
+            del self._topics[change.name]
+            self._pending_deletion.discard(change.name)
+        elif isinstance(change, _DeletionMark):
+            self._pending_deletion.add(change.name)
+        elif isinstance(change, _EntityConfigsPut):
+            self._entity_configs.setdefault(change.entity_type, {})[change.name] = \
+                dict(change.configs)
+        elif isinstance(change, _ProducerIds):
+            self._producer_id_next = change.next
+        elif isinstance(change, _ControllerEpoch):
+            self._controller_epoch = change.epoch
+
+    def _compaction_due(self) -> bool:
+        return self._journal.size > max(COMPACT_MIN_BYTES, self._snapshot_bytes)
+
+    def _compact(self, snapshot: _FileV2) -> None:
+        """Write the state as the snapshot, then empty the journal (thread-safe: it
+        touches only the files and the journal, and runs under the write lock)."""
+        self._write_snapshot(snapshot)
+        self._journal.reset()
+
+    # --- the files ---
+    def _open_existing(self) -> None:
+        state, version = _read_file(self.path)
+        self._snapshot_bytes = self.path.stat().st_size
+        self._load(state)
+        self._seq = state.journal_seq
+        for payload in self._journal.recover():
+            try:
+                entry = msgspec.json.decode(payload, type=_Frame)
+            except msgspec.DecodeError as exc:
+                raise MalformedZNode(str(self._journal.path), payload, str(exc)) from exc
+            if entry.seq <= self._seq:
+                continue  # already in the snapshot (a crash between compaction's steps)
+            if entry.seq != self._seq + 1:
+                raise MalformedZNode(str(self._journal.path), payload,
+                                     f"frame {entry.seq} follows frame {self._seq}")
+            try:
+                self._applied(entry.changes)
+            except KeyError as exc:
+                raise MalformedZNode(str(self._journal.path), payload,
+                                     f"a change to unknown topic {exc}") from exc
+        for topic in self._topics.values():
+            # versions live in memory: a restarted node starts them again
+            topic.state_versions = dict.fromkeys(topic.states, 0)
+        if version != FILE_VERSION or self._compaction_due():
+            self._compact(self._snapshot())  # an old format is rewritten as the current
+
     def _load(self, state: _FileV2) -> None:
         self._cluster_id = state.cluster_id
         self._producer_id_next = state.producer_id_next
@@ -592,19 +837,24 @@ class EmbeddedBackend:
                 configs=dict(raw.configs), states=states,
                 state_versions=dict.fromkeys(states, 0))
 
-    def _save(self) -> None:
-        self.generation += 1
-        state = _FileV2(
+    def _snapshot(self) -> _FileV2:
+        """The state as the snapshot file holds it (built on the loop: a consistent view)."""
+        return _FileV2(
             version=FILE_VERSION, cluster_id=self._cluster_id,
             producer_id_next=self._producer_id_next, controller_epoch=self._controller_epoch,
             pending_deletion=sorted(self._pending_deletion),
-            entity_configs=self._entity_configs,
-            topics=[_TopicV2(name=name, topic_id=t.topic_id, configs=t.configs, partitions=[
+            entity_configs={t: {n: dict(c) for n, c in e.items()}
+                            for t, e in self._entity_configs.items()},
+            journal_seq=self._seq,
+            topics=[_TopicV2(name=name, topic_id=t.topic_id, configs=dict(t.configs),
+                             partitions=[
                 _PartitionV2(replicas=t.partitions[p], adding_replicas=t.adding.get(p, []),
                              removing_replicas=t.removing.get(p, []), state=t.states.get(p))
                 for p in range(len(t.partitions))])
                 for name, t in self._topics.items()])
-        data = msgspec.json.format(msgspec.json.encode(state), indent=1)
+
+    def _write_snapshot(self, snapshot: _FileV2) -> None:
+        data = msgspec.json.format(msgspec.json.encode(snapshot), indent=1)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "wb") as f:
@@ -617,6 +867,15 @@ class EmbeddedBackend:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+        self._snapshot_bytes = len(data)
+
+
+def _topic_put(assignment: TopicAssignment) -> _TopicPut:
+    return _TopicPut(assignment.name, assignment.topic_id, [
+        _PartitionV2(replicas=list(assignment.partitions[p]),
+                     adding_replicas=list(assignment.adding_replicas.get(p, [])),
+                     removing_replicas=list(assignment.removing_replicas.get(p, [])))
+        for p in range(len(assignment.partitions))])
 
 
 # --- the old synchronous view ------------------------------------------------------------
@@ -672,12 +931,9 @@ class EmbeddedStore:
         self.backend.set_partition_assignment_now(TopicAssignment(
             name=name, topic_id=record.topic_id, partitions=partitions))
         epoch = self.backend._controller_epoch
-        for p in new:
-            topic.states[p] = LeaderAndIsr(controller_epoch=epoch, leader=me, leader_epoch=0,
-                                           isr=[me])
-            topic.state_versions[p] = 0
-        self.backend._save()
-        self.backend._fire_states(name, new)
+        self.backend.add_states_now(name, {
+            p: LeaderAndIsr(controller_epoch=epoch, leader=me, leader_epoch=0, isr=[me])
+            for p in new})
         return self.topics()[name]
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicRecord:
