@@ -41,13 +41,14 @@ def flush_pass(partitions: Iterable[Partition]) -> int:
     now_ms = int(time.time() * 1000)
     flushed = 0
     for partition in list(partitions):
-        if not due_for_flush(partition, now_ms):
+        if partition.offline or not due_for_flush(partition, now_ms):
             continue
         try:
             partition.flush()
             flushed += 1
-        except Exception as exc:  # closed (deleted topic) or an I/O error: keep going
-            log.warning("flush of %s-%d failed: %s", partition.topic, partition.index, exc)
+        except Exception as exc:  # closed (deleted topic), or an I/O error that took
+            # the dir offline (logged as such): the other logs are still flushed
+            log.debug("flush of %s-%d failed: %s", partition.topic, partition.index, exc)
     return flushed
 
 

@@ -30,6 +30,7 @@ from pybroker.log.checkpoint import (
     write_checkpoint,
 )
 from pybroker.log.cleaner import Cleaner
+from pybroker.log.dir_failure import LogDirFailures
 from pybroker.log.partition import Partition
 from pybroker.phase_log import Tally
 
@@ -50,9 +51,19 @@ def partition_dir_name(topic: str, index: int) -> str:
     return f"{topic}-{index}"
 
 
-def write_checkpoint_files(files: list[tuple[Path, dict[tuple[str, int], int]]]) -> None:
+def write_checkpoint_files(files: list[tuple[Path, dict[tuple[str, int], int]]],
+                           failures: LogDirFailures | None = None) -> None:
+    """Write each file; one that cannot be written takes its dir offline (the other
+    dirs' files are still written)."""
     for path, offsets in files:
-        write_checkpoint(path, offsets)
+        if failures is not None and failures.is_offline(path.parent):
+            continue
+        try:
+            write_checkpoint(path, offsets)
+        except OSError as exc:
+            if failures is None:
+                raise
+            failures.fail(path.parent, f"writing {path.name}", exc)
 
 
 class LogManager:
@@ -60,6 +71,8 @@ class LogManager:
         self.config = config
         self.cluster_id = cluster_id
         self.dirs = [Path(d) for d in config.log_dirs]
+        #: the dirs taken offline by an I/O error (see dir_failure.py)
+        self.failures = LogDirFailures(self.dirs)
         self.partitions: dict[tuple[str, int], Partition] = {}
         #: open partitions per log dir, kept with `partitions` (where a new one goes,
         #: without counting every open partition on each create)
@@ -154,14 +167,15 @@ class LogManager:
         return files
 
     def write_checkpoints(self) -> None:
-        write_checkpoint_files(self.checkpoint_files())
+        write_checkpoint_files(self.checkpoint_files(), self.failures)
 
     async def write_checkpoints_in_thread(self) -> None:
         """write_checkpoints with the writes in a worker thread: each file is fsynced
         (3 per data dir, 4-24 ms together on the bench machine, more behind a produce
         load's writeback), which on the event loop stalled every request in flight
         (issue 18). The offsets are read here, on the loop, as before."""
-        await anyio.to_thread.run_sync(write_checkpoint_files, self.checkpoint_files())
+        await anyio.to_thread.run_sync(write_checkpoint_files, self.checkpoint_files(),
+                                       self.failures)
 
     @property
     def flushes(self) -> int:
@@ -226,6 +240,7 @@ class LogManager:
             log_start_offset=self._log_starts.get(directory, {}).get(key, 0),
             clean_shutdown=self._clean.get(directory, False),
             high_watermark=self._high_watermarks.get(directory, {}).get(key, 0),
+            failures=self.failures,
         )
         return partition, size_before, started
 
@@ -328,7 +343,9 @@ class LogManager:
         _delete_dir(partition.directory)
 
     def _least_loaded_dir(self) -> Path:
-        return min(self.dirs, key=lambda d: self._dir_load[d])
+        online = [d for d in self.dirs if not self.failures.is_offline(d)]
+        # with every dir offline the broker halts; until then there is one online
+        return min(online or self.dirs, key=lambda d: self._dir_load[d])
 
     @staticmethod
     def _read_high_watermarks(directory: Path) -> dict[tuple[str, int], int]:

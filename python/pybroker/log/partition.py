@@ -12,8 +12,9 @@ import logging
 import time
 from pathlib import Path
 
-from pybroker._core import AppendResult, FileSlice, PartitionLog
+from pybroker._core import AppendResult, FileSlice, PartitionLog, StorageError
 from pybroker.config import TopicConfig
+from pybroker.log.dir_failure import LogDirFailures
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class Partition:
         log_start_offset: int,
         clean_shutdown: bool,
         high_watermark: int = 0,
+        failures: LogDirFailures | None = None,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -63,6 +65,8 @@ class Partition:
         #: fsyncs of this log (flush policy, see log/flush.py) and when the last one was
         self.flushes = 0
         self.last_flush_ms = int(time.time() * 1000)
+        self._failures = failures
+        self.closed = False
 
     def update_high_watermark(self, offset: int) -> None:
         self.high_watermark = min(max(offset, self.log.log_start_offset), self.log.log_end_offset)
@@ -101,9 +105,21 @@ class Partition:
         if self.log.log_end_offset - self.log.recovery_point >= self.flush_messages:
             self.flush()
 
+    @property
+    def offline(self) -> bool:
+        """Its log dir was taken offline by an I/O error (see dir_failure.py)."""
+        return self._failures is not None and self._failures.is_offline(self.directory.parent)
+
     def flush(self) -> None:
-        """fsync the log up to its end; the recovery point moves there."""
-        self.log.flush()
+        """fsync the log up to its end; the recovery point moves there. A failed fsync
+        takes the log dir offline: what reached the disk before it cannot be told."""
+        try:
+            self.log.flush()
+        except StorageError as exc:
+            if not self.closed and self._failures is not None:
+                self._failures.fail(self.directory.parent,
+                                    f"fsync of {self.topic}-{self.index}", exc)
+            raise
         self.flushes += 1
         self.last_flush_ms = int(time.time() * 1000)
         log.debug("flushed %s-%d up to offset %d (flush #%d)", self.topic, self.index,
@@ -126,4 +142,5 @@ class Partition:
         return self.log.read(offset, max_bytes, min_one=min_one, max_offset=self.high_watermark)
 
     def close(self) -> None:
+        self.closed = True
         self.log.close()

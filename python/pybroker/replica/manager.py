@@ -77,6 +77,9 @@ class ReplicaManager:
     def _hosted(self, topic: str, index: int) -> ReplicaPartition:
         partition = self.partitions.get((topic, index))
         if partition is not None:
+            if partition.log.offline:
+                raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                 "The log dir of this topic-partition is offline.")
             return partition
         if self.known_partition(topic, index):
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
