@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -85,6 +86,30 @@ async def zk_cluster(tmp_path: Path, zookeeper: ZooKeeperServer,  # noqa: F811
         yield cluster
     finally:
         await cluster.close()
+
+
+class MultiCounter:
+    """Counts the multis (ZooKeeper transactions) a ZooKeeper client commits, at the
+    client: the writes the store actually receives."""
+
+    def __init__(self, client: CoordinationBackend) -> None:
+        assert isinstance(client, ZooKeeperBackend)
+        self.count = 0
+        kazoo = client.zk.kazoo
+        transaction = kazoo.transaction
+
+        def counted() -> Any:
+            txn = transaction()
+            commit_async = txn.commit_async
+
+            def commit() -> Any:
+                self.count += 1
+                return commit_async()
+
+            txn.commit_async = commit
+            return txn
+
+        kazoo.transaction = counted
 
 
 async def eventually(check: Callable[[], bool | Awaitable[bool]], what: str,

@@ -93,6 +93,7 @@ from pybroker.controller.liveness import Endpoint, LivenessWatch
 from pybroker.coordination.base import (
     CoordinationBackend,
     ControllerLease,
+    StateUpdate,
     TopicAssignment,
     WatchHandle,
 )
@@ -164,9 +165,11 @@ class Controller:
                     await self._wake.wait()
                     self._wake = anyio.Event()
                     while self._pending and self.lease is not None:
-                        name = min(self._pending)
-                        self._pending.discard(name)
-                        await self._reconcile(name)
+                        # every topic due, at once: their states are read together and
+                        # written in batches (one multi per batch, not per partition)
+                        names = sorted(self._pending)
+                        self._pending.clear()
+                        await self._reconcile(names)
         finally:
             for handle in self._handles:
                 handle.cancel()
@@ -501,42 +504,66 @@ class Controller:
                              f"current epoch {registered}.")
         self._require_lease()  # still the controller after the read
         self._shutting_down.add(broker_id)
-        remaining: list[Partition] = []
-        for name, assignment in sorted(self._topics.items()):
-            held = [i for i, r in assignment.partitions.items() if broker_id in r and len(r) > 1]
-            if not held:
-                continue
-            for index in held:
-                if not await self._without_broker(assignment, index, broker_id):
-                    remaining.append((name, index))
+        held = [(name, index) for name, assignment in sorted(self._topics.items())
+                for index, replicas in sorted(assignment.partitions.items())
+                if broker_id in replicas and len(replicas) > 1]
+        remaining = await self._without_broker(held, broker_id)
         log.info("controller: controlled shutdown of broker %d, %d partition(s) remaining",
                  broker_id, len(remaining))
         return remaining
 
-    async def _without_broker(self, assignment: TopicAssignment, index: int,
-                              broker_id: int) -> bool:
-        """True when `broker_id` neither leads the partition nor is in its ISR now
-        (or it cannot leave the ISR: it is the last member)."""
+    async def _without_broker(self, partitions: list[Partition], broker_id: int
+                              ) -> list[Partition]:
+        """Move `broker_id`'s leaderships of these partitions to other ISR members and
+        take it out of their ISRs, in batches: every state read in one go, the changes
+        written one multi per batch, each conditional on the version it was decided
+        from. A partition whose state changed meanwhile (a leader's ISR change) is read
+        and decided again, up to WRITE_RETRIES times. Returns the partitions it still
+        leads (nobody else could take over, or they kept changing)."""
+        todo = partitions
+        remaining: list[Partition] = []
         for _ in range(WRITE_RETRIES):
+            if not todo:
+                break
             lease = self._require_lease()
-            current = (await self.backend.partition_states(assignment.name)).get(index)
-            if current is None:
-                return True
-            changed = election.without_broker(assignment.partitions[index], current.state,
-                                              broker_id, self._live, self._shutting_down,
-                                              lease.epoch)
-            if changed is None:
-                return current.state.leader != broker_id
+            states = await self.backend.partition_states_of(todo)
+            updates: list[StateUpdate] = []
+            for key in todo:
+                current = states.get(key)
+                assignment = self._topics.get(key[0])
+                if current is None or assignment is None or key[1] not in assignment.partitions:
+                    continue  # deleted meanwhile
+                changed = election.without_broker(assignment.partitions[key[1]], current.state,
+                                                  broker_id, self._live, self._shutting_down,
+                                                  lease.epoch)
+                if changed is not None:
+                    updates.append(StateUpdate(key[0], key[1], changed, current.version))
+                elif current.state.leader == broker_id:
+                    remaining.append(key)
+            if not updates:
+                return remaining
             try:
-                await self.backend.update_partition_state(assignment.name, index, changed,
-                                                          current.version, lease)
-                return changed.leader != broker_id
-            except StaleVersion:
-                continue
+                outcomes = await self.backend.update_partition_states(updates, lease)
             except ControllerMoved:
                 self._resign_locally()
                 raise KafkaError(ErrorCode.NOT_CONTROLLER) from None
-        return False
+            todo = []
+            for update in updates:
+                key = (update.topic, update.partition)
+                outcome = outcomes.get(key)
+                if isinstance(outcome, StaleVersion):
+                    todo.append(key)
+                elif isinstance(outcome, int) and update.state.leader != broker_id:
+                    log.info("controller: %s-%d leader %d epoch %d isr %s (controlled "
+                             "shutdown of broker %d)", update.topic, update.partition,
+                             update.state.leader, update.state.leader_epoch, update.state.isr,
+                             broker_id)
+                elif isinstance(outcome, int):
+                    log.info("controller: %s-%d isr %s (controlled shutdown of broker %d)",
+                             update.topic, update.partition, update.state.isr, broker_id)
+        # kept changing under the controller: reported, the broker asks again
+        remaining.extend(key for key in todo if key[0] in self._topics)
+        return remaining
 
     async def _rebalance_loop(self) -> None:
         """Kafka's auto leader rebalance: every leader.imbalance.check.interval.seconds,
@@ -581,88 +608,141 @@ class Controller:
         return elected
 
     # --- the partition state machine --------------------------------------------------
-    async def _reconcile(self, name: str) -> None:
-        """Bring one topic's partition states in line with the live brokers."""
+    async def _reconcile(self, names: list[str]) -> None:
+        """Bring these topics' partition states in line with the live brokers."""
         lease = self.lease
-        assignment = self._topics.get(name)
-        if lease is None or assignment is None:
+        assignments = [a for n in names if (a := self._topics.get(n)) is not None]
+        if lease is None or not assignments:
             return
-        evicted = set(self._evict.get(name, ()))
+        evicted = {a.name: set(self._evict.get(a.name, ())) for a in assignments}
         try:
-            stale = await self._reconcile_topic(assignment, lease, self._live - evicted)
+            stale = await self._reconcile_topics(assignments, lease, evicted)
         except ControllerMoved:
             log.warning("controller epoch moved on; broker %d stops acting as controller",
                         self.broker_id)
             self._resign_locally()
             return
-        except KafkaError as exc:  # deleted under us
-            log.info("controller: topic %s: %s", name, exc)
-            return
-        if stale:
-            # a leader changed its ISR meanwhile: read the states again
-            await anyio.sleep(RETRY_DELAY_S)
-            self._enqueue([name])
-        elif evicted and name in self._evict:
-            self._evict[name] -= evicted
+        for assignment in assignments:
+            name = assignment.name
+            if name in stale or not evicted[name] or name not in self._evict:
+                continue
+            self._evict[name] -= evicted[name]
             if not self._evict[name]:
                 del self._evict[name]
             # once more with them live: an offline partition they alone can lead
             # (their ISR) gets them back as leader
             self._enqueue([name])
+        if stale:
+            # a leader changed an ISR meanwhile: read those topics' states again
+            await anyio.sleep(RETRY_DELAY_S)
+            self._enqueue(sorted(stale))
 
-    async def _reconcile_topic(self, assignment: TopicAssignment, lease: ControllerLease,
-                               live: set[int]) -> bool:
-        """Write the states the topic's partitions should have, with `live` the brokers
-        that may lead and be in ISRs; True when one had changed under the controller
-        (try again)."""
-        if assignment.topic_id == uuid.UUID(int=0):
-            # a topic znode written before topic ids (Kafka < 2.8): the controller gives
-            # it one, once (Kafka's KafkaController.setTopicIds); the write is versioned
-            # and fenced, so one id wins, and the topics watch brings it to every broker
-            await self.backend.set_partition_assignment(
-                msgspec.structs.replace(assignment, topic_id=uuid.uuid4()), lease)
-            log.info("controller: topic %s had no topic id; assigned one", assignment.name)
-        states = await self.backend.partition_states(assignment.name)
-        unclean: bool | None = None
-        new = {}
-        stale = False
-        completed: dict[int, list[int]] = {}
-        for index, replicas in sorted(assignment.partitions.items()):
-            current = states.get(index)
-            if current is None:
-                state = election.initial_state(replicas, live, lease.epoch)
-                if state is not None:
-                    new[index] = state
-                continue
-            if unclean is None:
-                unclean = await self._unclean(assignment.name)
-            changed = election.after_broker_change(replicas, current.state, live,
-                                                   lease.epoch, unclean)
-            if reassignment.is_reassigning(assignment, index):
-                done = reassignment.completion(assignment, index, changed or current.state,
-                                               live, self._shutting_down, lease.epoch)
-                if done is not None:
-                    completed[index] = reassignment.target_replicas(assignment, index)
-                    if done != current.state:
-                        changed = done
-            elif changed is None:
-                changed = election.conform(replicas, current.state, live, lease.epoch)
-            if changed is None:
+    async def _reconcile_topics(self, assignments: list[TopicAssignment],
+                                lease: ControllerLease, evicted: dict[str, set[int]]
+                                ) -> set[str]:
+        """Write the states the topics' partitions should have, each topic with the live
+        brokers minus its evicted ones; the topics where a state had changed under the
+        controller (reconcile them again). Every state is read in one go and the changed
+        ones written in batches (Kafka 1.1's batched, pipelined state changes); each
+        write stays conditional on the version it was decided from, so a state a leader
+        changed meanwhile is not overwritten but decided again."""
+        for assignment in assignments:
+            if assignment.topic_id == uuid.UUID(int=0):
+                # a topic znode written before topic ids (Kafka < 2.8): the controller gives
+                # it one, once (Kafka's KafkaController.setTopicIds); the write is versioned
+                # and fenced, so one id wins, and the topics watch brings it to every broker
+                try:
+                    await self.backend.set_partition_assignment(
+                        msgspec.structs.replace(assignment, topic_id=uuid.uuid4()), lease)
+                except ControllerMoved:
+                    raise
+                except KafkaError as exc:  # deleted under us
+                    log.info("controller: topic %s: %s", assignment.name, exc)
+                    continue
+                log.info("controller: topic %s had no topic id; assigned one", assignment.name)
+        states = await self.backend.partition_states_of(
+            (a.name, i) for a in assignments for i in sorted(a.partitions))
+        updates: list[StateUpdate] = []
+        new: dict[str, dict[int, LeaderAndIsr]] = {}
+        completed: dict[str, dict[int, list[int]]] = {}
+        for assignment in assignments:
+            name = assignment.name
+            live = self._live - evicted[name]
+            unclean: bool | None = None
+            for index, replicas in sorted(assignment.partitions.items()):
+                current = states.get((name, index))
+                if current is None:
+                    state = election.initial_state(replicas, live, lease.epoch)
+                    if state is not None:
+                        new.setdefault(name, {})[index] = state
+                    continue
+                changed = election.after_broker_change(replicas, current.state, live,
+                                                       lease.epoch, False)
+                # unclean.leader.election.enable matters only to a partition no live ISR
+                # member can lead: the topic's setting is read for those alone
+                if (changed or current.state).leader == election.NO_LEADER:
+                    if unclean is None:
+                        unclean = await self._unclean(name)
+                    if unclean:
+                        changed = election.after_broker_change(replicas, current.state, live,
+                                                               lease.epoch, True)
+                if reassignment.is_reassigning(assignment, index):
+                    done = reassignment.completion(assignment, index,
+                                                   changed or current.state, live,
+                                                   self._shutting_down, lease.epoch)
+                    if done is not None:
+                        completed.setdefault(name, {})[index] = \
+                            reassignment.target_replicas(assignment, index)
+                        if done != current.state:
+                            changed = done
+                elif changed is None:
+                    changed = election.conform(replicas, current.state, live, lease.epoch)
+                if changed is not None:
+                    updates.append(StateUpdate(name, index, changed, current.version))
+        stale = await self._write_states(updates, lease)
+        for name, created in new.items():
+            try:
+                await self.backend.create_partition_states(name, created, lease)
+            except StaleVersion:
+                stale.add(name)
+            except ControllerMoved:
+                raise
+            except KafkaError as exc:  # deleted under us
+                log.info("controller: topic %s: %s", name, exc)
+        by_name = {a.name: a for a in assignments}
+        for name, moves in completed.items():
+            if name in stale:
                 continue
             try:
-                await self.backend.update_partition_state(assignment.name, index, changed,
-                                                          current.version, lease)
-                log.info("controller: %s-%d leader %d epoch %d isr %s", assignment.name,
-                         index, changed.leader, changed.leader_epoch, changed.isr)
-            except StaleVersion:
-                stale = True
-        if new:
-            try:
-                await self.backend.create_partition_states(assignment.name, new, lease)
-            except StaleVersion:
-                stale = True
-        if completed and not stale:
-            stale = await self._complete(assignment, completed, lease)
+                if await self._complete(by_name[name], moves, lease):
+                    stale.add(name)
+            except ControllerMoved:
+                raise
+            except KafkaError as exc:  # deleted under us
+                log.info("controller: topic %s: %s", name, exc)
+        return stale
+
+    async def _write_states(self, updates: list[StateUpdate], lease: ControllerLease
+                            ) -> set[str]:
+        """Write the changed states in batches; the topics where one had changed under
+        the controller (StaleVersion). A state whose topic is gone is skipped."""
+        if not updates:
+            return set()
+        outcomes = await self.backend.update_partition_states(updates, lease)
+        stale: set[str] = set()
+        for update in updates:
+            outcome = outcomes.get((update.topic, update.partition))
+            if isinstance(outcome, StaleVersion):
+                stale.add(update.topic)
+            elif isinstance(outcome, Exception):
+                log.info("controller: %s-%d: %s", update.topic, update.partition, outcome)
+            else:
+                log.info("controller: %s-%d leader %d epoch %d isr %s", update.topic,
+                         update.partition, update.state.leader, update.state.leader_epoch,
+                         update.state.isr)
+        if len(updates) > 1:
+            log.info("controller: %d partition state(s) written, %d stale", len(updates),
+                     sum(isinstance(o, StaleVersion) for o in outcomes.values()))
         return stale
 
     async def _complete(self, seen: TopicAssignment, completed: dict[int, list[int]],

@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 from msgspec import Struct
@@ -48,7 +48,8 @@ from pybroker.errors import ErrorCode, KafkaError
 
 __all__ = [
     "BrokerRegistration", "CoordinationBackend", "ControllerLease", "LeaderAndIsr",
-    "TopicAssignment", "VersionedState", "WatchHandle", "validate_topic_name",
+    "StateOutcome", "StateUpdate", "TopicAssignment", "VersionedState", "WatchHandle",
+    "validate_topic_name",
 ]
 
 #: Kafka's producer id block size (ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE)
@@ -129,6 +130,20 @@ class VersionedState(NamedTuple):
 
     state: LeaderAndIsr
     version: int
+
+
+class StateUpdate(NamedTuple):
+    """One partition's conditional state write in a batch (update_partition_states)."""
+
+    topic: str
+    partition: int
+    state: LeaderAndIsr
+    expected_version: int
+
+
+#: a batch write's outcome for one partition: its new version, or why it was not
+#: written (StaleVersion; KafkaError UNKNOWN_TOPIC_OR_PARTITION when its state is gone)
+StateOutcome = int | Exception
 
 
 class CoordinationBackend(Protocol):
@@ -327,6 +342,25 @@ class CoordinationBackend(Protocol):
         """Write the state if its version is still `expected_version` (else StaleVersion);
         with a lease, also fenced by the controller epoch (else ControllerMoved).
         Returns the new version."""
+        ...
+
+    async def partition_states_of(self, partitions: Iterable[tuple[str, int]]
+                                  ) -> dict[tuple[str, int], VersionedState]:
+        """The states of these partitions, of any topics, read together (ZooKeeper: in
+        multiReads); a partition without a state is left out."""
+        ...
+
+    async def update_partition_states(self, updates: Sequence[StateUpdate],
+                                      lease: ControllerLease | None
+                                      ) -> dict[tuple[str, int], StateOutcome]:
+        """Many update_partition_state calls in as few writes as fit: each partition's
+        write is still conditional on its own version (and, with a lease, fenced by the
+        controller epoch). ZooKeeper: one multi per batch of states (bounded in
+        operations and bytes, under jute.maxbuffer), the multis sent together; a multi
+        failing on one partition's version is retried without it. The outcome per
+        partition: its new version, StaleVersion, or KafkaError(UNKNOWN_TOPIC_OR_PARTITION).
+        ControllerMoved is raised when the lease's fence failed (writes of earlier
+        batches may have happened: each was fenced, by a lease that held then)."""
         ...
 
     async def watch_partition_states(self, callback: Callback) -> WatchHandle:

@@ -47,7 +47,7 @@ import dataclasses
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -59,6 +59,8 @@ from pybroker.coordination.base import (
     PRODUCER_ID_BLOCK_SIZE,
     ControllerLease,
     PartitionState,
+    StateOutcome,
+    StateUpdate,
     TopicAssignment,
     TopicRecord,
     VersionedState,
@@ -577,6 +579,46 @@ class EmbeddedBackend:
             await self._commit([_StatesPut(topic, {partition: state})])
             self._fire_states(topic, [partition])
             return entry.state_versions[partition]
+
+    async def partition_states_of(self, partitions: Iterable[tuple[str, int]]
+                                  ) -> dict[tuple[str, int], VersionedState]:
+        out = {}
+        for topic, partition in partitions:
+            entry = self._topics.get(topic)
+            if entry is not None and partition in entry.states:
+                out[(topic, partition)] = VersionedState(entry.states[partition],
+                                                         entry.state_versions[partition])
+        return out
+
+    async def update_partition_states(self, updates: Sequence[StateUpdate],
+                                      lease: ControllerLease | None
+                                      ) -> dict[tuple[str, int], StateOutcome]:
+        """Every update checked, then one journal write for them all and one watch batch
+        per topic."""
+        async with self._writing():
+            self._fence(lease)
+            outcomes: dict[tuple[str, int], StateOutcome] = {}
+            touched: dict[str, dict[int, LeaderAndIsr]] = {}
+            for topic, partition, state, expected in updates:
+                entry = self._topics.get(topic)
+                if entry is None or partition not in entry.states:
+                    outcomes[(topic, partition)] = KafkaError(
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        f"No state for partition {topic}-{partition}.")
+                elif (entry.state_versions[partition] != expected
+                      or partition in touched.get(topic, {})):
+                    outcomes[(topic, partition)] = StaleVersion(
+                        partition_state_path(topic, partition), expected)
+                else:
+                    touched.setdefault(topic, {})[partition] = state
+            if touched:
+                await self._commit([_StatesPut(t, states) for t, states in touched.items()])
+                for topic, states in touched.items():
+                    entry = self._topics[topic]
+                    for partition in states:
+                        outcomes[(topic, partition)] = entry.state_versions[partition]
+                    self._fire_states(topic, list(states))
+            return outcomes
 
     async def watch_partition_states(self, callback: Callback) -> WatchHandle:
         self._dispatcher.start()

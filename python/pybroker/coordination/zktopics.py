@@ -8,9 +8,10 @@ KafkaZkClient's topic and partition-state methods, TopicDeletionManager (delete)
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kazoo.exceptions import (
@@ -24,12 +25,15 @@ from kazoo.protocol.states import ZnodeStat
 from pybroker.coordination import znodes as zn
 from pybroker.coordination.base import (
     ControllerLease,
+    StateOutcome,
+    StateUpdate,
     TopicAssignment,
     VersionedState,
     validate_assignment,
     validate_topic_name,
 )
 from pybroker.coordination.errors import (
+    ControllerMoved,
     CoordinationUnavailable,
     StaleVersion,
 )
@@ -41,6 +45,7 @@ from pybroker.coordination.watches import (
     invoke,
 )
 from pybroker.coordination.zkconfigs import RACE_RETRIES_MAX, write_config_znode
+from pybroker.coordination.zkmultiread import get_many
 from pybroker.coordination.zkclient import (
     AsyncKazoo,
     commit,
@@ -62,6 +67,15 @@ log = logging.getLogger(__name__)
 #: operations per ZooKeeper multi: stays well under jute.maxbuffer (1 MiB) with Kafka's
 #: payload sizes
 OPS_PER_MULTI = 500
+#: a batch of partition-state writes (update_partition_states): operations and bytes
+#: per multi. ZooKeeper refuses a request over jute.maxbuffer (1 MiB by default) by
+#: dropping the connection; half of it leaves room for a lowered setting's margin
+STATE_OPS_PER_MULTI = 1000
+STATE_BYTES_PER_MULTI = 512 * 1024
+#: a failed batch's other writes go again in batches this many times, then one by one
+STATE_BATCH_RETRIES = 2
+#: a set_data operation's bytes besides its path and data (headers, lengths, version)
+OP_OVERHEAD_BYTES = 32
 #: Kafka purges config change notifications older than this (changeExpirationMs)
 CONFIG_CHANGE_EXPIRY_MS = 15 * 60 * 1000
 #: the zero Uuid: stands for a topic id missing in a topic znode Kafka < 2.8 wrote
@@ -90,6 +104,28 @@ def _encode_assignment(assignment: TopicAssignment) -> bytes:
         partitions=assignment.partitions, topic_id=zn.kafka_uuid(assignment.topic_id),
         adding_replicas=assignment.adding_replicas,
         removing_replicas=assignment.removing_replicas))
+
+
+_StateWrite = tuple[StateUpdate, str, bytes]
+
+
+def _state_batches(writes: list[_StateWrite]) -> list[list[_StateWrite]]:
+    """Cut state writes into multis of at most STATE_OPS_PER_MULTI operations and
+    STATE_BYTES_PER_MULTI bytes (a state bigger than that still goes, alone)."""
+    batches: list[list[_StateWrite]] = []
+    current: list[_StateWrite] = []
+    size = 0
+    for write in writes:
+        cost = len(write[1]) + len(write[2]) + OP_OVERHEAD_BYTES
+        if current and (len(current) >= STATE_OPS_PER_MULTI
+                        or size + cost > STATE_BYTES_PER_MULTI):
+            batches.append(current)
+            current, size = [], 0
+        current.append(write)
+        size += cost
+    if current:
+        batches.append(current)
+    return batches
 
 
 def _seq(name: str, prefix: str) -> int:
@@ -382,6 +418,80 @@ class TopicOps:
         if isinstance(result, Exception):
             raise result
         return result.version
+
+    async def partition_states_of(self, partitions: Iterable[tuple[str, int]]
+                                  ) -> dict[tuple[str, int], VersionedState]:
+        keys = list(dict.fromkeys(partitions))
+        paths = [zn.partition_state_path(t, p) for t, p in keys]
+        reads = await get_many(self.zk, paths)
+        return {key: VersionedState(zn.decode(path, read[0], LeaderAndIsr), read[1].version)
+                for key, path, read in zip(keys, paths, reads, strict=True)
+                if read is not None}
+
+    async def update_partition_states(self, updates: Sequence[StateUpdate],
+                                      lease: ControllerLease | None
+                                      ) -> dict[tuple[str, int], StateOutcome]:
+        """See CoordinationBackend. A multi fails as a whole when one partition's version
+        moved on: that partition is StaleVersion, and the batch's other partitions are
+        written again one multi each (still conditional and fenced), so one lost race
+        never costs the others their update."""
+        writes = [(u, zn.partition_state_path(u.topic, u.partition), zn.encode(u.state))
+                  for u in updates]
+        outcomes: dict[tuple[str, int], StateOutcome] = {}
+        retry = await self._commit_state_batches(_state_batches(writes), lease, outcomes)
+        for _ in range(STATE_BATCH_RETRIES):
+            if not retry:
+                break
+            retry = await self._commit_state_batches(_state_batches(retry), lease, outcomes)
+        if retry:  # races keep failing batches: one multi each, so each fails alone
+            await self._commit_state_batches([[w] for w in retry], lease, outcomes)
+        return outcomes
+
+    async def _commit_state_batches(self, batches: list[list[_StateWrite]],
+                                    lease: ControllerLease | None,
+                                    outcomes: dict[tuple[str, int], StateOutcome]
+                                    ) -> list[_StateWrite]:
+        """Send every batch as one multi before awaiting any answer; record each
+        partition's outcome; return the writes of failed multis that were not the
+        failure's cause (to be tried again)."""
+        pending = []
+        for batch in batches:
+            txn = fenced_multi(self.zk, lease)
+            for update, path, data in batch:
+                txn.set_data(path, data, update.expected_version)
+            pending.append(txn.commit_async())
+        answers = await asyncio.gather(*(self.zk.wait(r) for r in pending))
+        retry: list[_StateWrite] = []
+        moved = False
+        for batch, results in zip(batches, answers, strict=True):
+            if lease is not None:
+                fence, results = results[0], results[1:]
+                if isinstance(fence, (BadVersionError, NoNodeError)):
+                    moved = True
+                    continue
+            failed = first_error(results)
+            if failed is None:
+                for (update, _, _), stat in zip(batch, results, strict=True):
+                    outcomes[(update.topic, update.partition)] = stat.version
+                continue
+            index, error = failed
+            update, path, _ = batch[index]
+            if isinstance(error, BadVersionError):
+                outcomes[(update.topic, update.partition)] = StaleVersion(
+                    path, update.expected_version)
+            elif isinstance(error, NoNodeError):
+                outcomes[(update.topic, update.partition)] = KafkaError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"No state for partition {update.topic}-{update.partition}.")
+            else:
+                raise error
+            retry.extend(batch[:index] + batch[index + 1:])
+        if moved:
+            assert lease is not None
+            raise ControllerMoved(
+                f"/controller_epoch is no longer at version {lease.epoch_zk_version}: "
+                f"controller epoch {lease.epoch} (broker {lease.broker_id}) was superseded")
+        return retry
 
     async def watch_partition_states(self, callback: Callback) -> WatchHandle:
         def decode(path: str, data: bytes | None, stat: ZnodeStat) -> LeaderAndIsr:

@@ -29,6 +29,7 @@ from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from pybroker.coordination.errors import CoordinationUnavailable, MalformedZNode
 from pybroker.coordination.watches import Dispatcher, invoke
 from pybroker.coordination.zkclient import AsyncKazoo
+from pybroker.coordination.zkmultiread import get_many
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,10 @@ async def read_many(zk: AsyncKazoo, paths: list[str],
                     watchers: list[Watcher | None]) -> list[tuple[bytes | None, ZnodeStat] | None]:
     """get() several znodes in one pipelined batch: every request is sent before the
     first answer is awaited. None for a missing znode (with an existence watch armed
-    when a watcher is given, so its creation fires it)."""
+    when a watcher is given, so its creation fires it). Without any watcher, in
+    multiReads (zkmultiread.py)."""
+    if all(w is None for w in watchers):
+        return await get_many(zk, paths)
     pending = [zk.kazoo.get_async(p, watch=w) for p, w in zip(paths, watchers, strict=True)]
     outcomes = await asyncio.gather(*(zk.wait(r) for r in pending), return_exceptions=True)
     results: list[tuple[bytes | None, ZnodeStat] | None] = []

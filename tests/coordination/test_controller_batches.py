@@ -1,0 +1,189 @@
+"""The controller writes partition states in batches (issue 25): a controlled shutdown
+or a broker's death moves N partitions with about N / batch ZooKeeper multis, not N,
+and the fences stay per partition: leader epochs go up by exactly one where the
+leader changed, a partition whose state changed under the controller is decided again
+from what is stored, and no state names the broker afterwards. With the real
+controller on a real ZooKeeper (three sessions: three brokers); the multis are counted
+at the controller's client."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from pybroker.config import BrokerConfig
+from pybroker.controller.controller import Controller
+from pybroker.coordination import zktopics
+from pybroker.coordination.base import CoordinationBackend, TopicAssignment, VersionedState
+from pybroker.coordination.znodes import BrokerRegistration, LeaderAndIsr
+from tests.coordination.conftest import Cluster, MultiCounter, eventually
+
+pytestmark = pytest.mark.anyio
+
+TOPICS = 4
+PARTITIONS = 50
+BATCH = 50
+BROKERS = (1, 2, 3)
+
+
+def replicas(index: int) -> list[int]:
+    """RF 3 over brokers 1-3, the preferred leader rotating: each leads a third."""
+    first = index % 3
+    return [BROKERS[(first + k) % 3] for k in range(3)]
+
+
+class Setup:
+    def __init__(self, controller: Controller, backend: CoordinationBackend,
+                 others: dict[int, CoordinationBackend], epochs: dict[int, int]) -> None:
+        self.controller = controller
+        self.backend = backend
+        self.others = others
+        self.epochs = epochs
+        self.names = [f"moved-{i}" for i in range(TOPICS)]
+        self.keys = [(n, p) for n in self.names for p in range(PARTITIONS)]
+
+    async def states(self) -> dict[tuple[str, int], VersionedState]:
+        return await self.backend.partition_states_of(self.keys)
+
+
+async def idle(stream: Any) -> None:
+    async with stream:
+        await anyio.sleep_forever()
+
+
+@asynccontextmanager
+async def running(cluster: Cluster, tmp_path: Path) -> AsyncIterator[Setup]:
+    """Brokers 1-3 registered, each with a listener that accepts connections (the
+    controller watches them: a refused one is a dead broker); broker 1 controller."""
+    async with anyio.create_task_group() as tg:
+        epochs: dict[int, int] = {}
+        clients: dict[int, CoordinationBackend] = {}
+        for broker in BROKERS:
+            listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+            tg.start_soon(listener.serve, idle)
+            port = listener.extra(anyio.abc.SocketAttribute.local_port)
+            clients[broker] = await cluster.client()
+            epochs[broker] = await clients[broker].register_broker(
+                broker, BrokerRegistration.create([("PLAINTEXT", "127.0.0.1", port)]))
+        backend = clients.pop(1)
+        controller = Controller(1, backend, BrokerConfig({"log.dirs": str(tmp_path),
+                                                          "broker.id": "1"}))
+        setup = Setup(controller, backend, clients, epochs)
+        tg.start_soon(controller.run)
+        await eventually(lambda: controller.is_active, "the controller elected")
+        await eventually(lambda: controller._live == set(BROKERS), "every broker seen live")
+        for name in setup.names:
+            await backend.create_topic(TopicAssignment(
+                name=name, topic_id=uuid.uuid4(),
+                partitions={p: replicas(p) for p in range(PARTITIONS)}), {})
+
+        async def all_led() -> bool:
+            states = await setup.states()
+            return len(states) == len(setup.keys) and all(
+                s.state.isr == replicas(p) for (_, p), s in states.items())
+
+        await eventually(all_led, "every partition led with a full ISR")
+        await backend.settle()
+        try:
+            yield setup
+        finally:
+            tg.cancel_scope.cancel()
+
+
+def check_without(broker: int, before: dict[tuple[str, int], VersionedState],
+                  after: dict[tuple[str, int], VersionedState], fenced: set[Any]) -> None:
+    """No state names `broker`; leader epochs went up by exactly one where it led
+    (and stayed where it did not); every other replica stays in the ISR."""
+    assert set(after) == set(before)
+    for key, old in before.items():
+        new = after[key].state
+        assert new.leader != broker and broker not in new.isr, (key, new)
+        if old.state.leader == broker:
+            assert new.leader_epoch == old.state.leader_epoch + 1, (key, old, new)
+            assert new.leader in old.state.isr
+        else:
+            assert new.leader == old.state.leader and new.leader_epoch == old.state.leader_epoch
+        expected_isr = [r for r in old.state.isr if r != broker]
+        if key not in fenced:
+            assert new.isr == expected_isr, (key, new)
+
+
+@pytest.mark.parametrize("backend_kind", ["zookeeper"])
+async def test_controlled_shutdown_moves_partitions_in_batches(
+        cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zktopics, "STATE_OPS_PER_MULTI", BATCH)
+    async with running(cluster, tmp_path) as setup:
+        before = await setup.states()
+        assert any(s.state.leader == 2 for s in before.values())
+        counter = MultiCounter(setup.backend)
+
+        remaining = await setup.controller.controlled_shutdown(2, setup.epochs[2])
+
+        assert remaining == []
+        # broker 2 is in all 200 partitions' ISRs: 200 state changes, 4 multis
+        assert counter.count <= math.ceil(len(setup.keys) / BATCH), counter.count
+        check_without(2, before, await setup.states(), set())
+
+
+@pytest.mark.parametrize("backend_kind", ["zookeeper"])
+async def test_a_state_changed_meanwhile_is_decided_again_not_lost(
+        cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader changes one partition's ISR between the controller's read and its batch
+    write: that multi fails on the partition's version; the batch's other partitions are
+    still written, and the raced one is read again and decided from the stored state."""
+    monkeypatch.setattr(zktopics, "STATE_OPS_PER_MULTI", BATCH)
+    async with running(cluster, tmp_path) as setup:
+        before = await setup.states()
+        # a partition broker 3 leads and broker 2 follows; its leader drops broker 1
+        raced = next(k for k, s in before.items() if s.state.leader == 3)
+        leader = setup.others[3]
+        write = setup.backend.update_partition_states
+        raced_once: list[int] = []
+
+        async def racing(updates: Any, lease: Any = None) -> Any:
+            if not raced_once:
+                old = before[raced]
+                shrunk = LeaderAndIsr(controller_epoch=old.state.controller_epoch, leader=3,
+                                      leader_epoch=old.state.leader_epoch,
+                                      isr=[r for r in old.state.isr if r != 1])
+                raced_once.append(await leader.update_partition_state(
+                    raced[0], raced[1], shrunk, old.version))
+            return await write(updates, lease)
+
+        setup.backend.update_partition_states = racing  # type: ignore[method-assign]
+        remaining = await setup.controller.controlled_shutdown(2, setup.epochs[2])
+
+        assert raced_once and remaining == []
+        after = await setup.states()
+        check_without(2, before, after, {raced})
+        # the leader's change stands, and the controller's was made on top of it
+        assert after[raced].state.isr == [r for r in before[raced].state.isr if r not in (1, 2)]
+        assert after[raced].version == before[raced].version + 2
+
+
+@pytest.mark.parametrize("backend_kind", ["zookeeper"])
+async def test_a_dead_brokers_partitions_move_in_batches(
+        cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(zktopics, "STATE_OPS_PER_MULTI", BATCH)
+    async with running(cluster, tmp_path) as setup:
+        before = await setup.states()
+        counter = MultiCounter(setup.backend)
+
+        await setup.others[2].close()  # its session ends: the registration goes
+
+        async def moved() -> bool:
+            states = await setup.states()
+            return all(s.state.leader != 2 and 2 not in s.state.isr for s in states.values())
+
+        await eventually(moved, "every partition without broker 2")
+        await setup.backend.settle()
+        check_without(2, before, await setup.states(), set())
+        # one leader per partition, never two: each led partition was written once
+        assert counter.count <= math.ceil(len(setup.keys) / BATCH), counter.count
