@@ -21,6 +21,21 @@ store) and, with ``--peer HOST:PORT``, for an already running broker (stock Kafk
 5. **RSS** of the broker process after the creates (and after the restart); for the peer
    only with ``--peer-pid``.
 
+With ``--cluster`` (pybroker only): a 3-broker cluster on a ZooKeeper of its own
+(Debian's package, as tests/cluster; Kafka's defaults for the session timeout and
+replica.lag.time.max.ms), topics at ``--replication-factor`` (3 by default there), then
+also:
+
+6. **Controlled shutdown** of a broker that is not the controller (SIGTERM): time
+   until no partition state in ZooKeeper names it as leader (polled), and the
+   controller's own figure from its log (the ControlledShutdown request's work).
+7. **Controller failover**: kill -9 of the controller; time until another broker is
+   controller (/controller), and until no partition is led by the killed one nor has
+   it in its ISR (polled), plus the new controller's own figure from its log (the
+   first full reconcile: every state read, every change written).
+8. **RSS per partition replica**: each broker's RSS growth over the creates, divided
+   by the replicas it hosts.
+
 The topics are named ``ctlbench-<run>-<i>``, so a peer run does not collide with an
 earlier one; they are deleted from the peer at the end unless ``--keep``.
 
@@ -28,13 +43,17 @@ Examples:
     python bench/controller.py --partitions 2000
     python bench/controller.py --partitions 5000 --peer 127.0.0.1:9092 --peer-pid 1234
     python bench/controller.py --partitions 5000 --json bench/results/controller.json
+    python bench/controller.py --cluster --partitions 10000
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import re
+import signal
 import socket
 import statistics
 import struct
@@ -215,6 +234,183 @@ def run_peer(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+# --- cluster mode ----------------------------------------------------------------------
+
+def read_states(connect: str, topics: list[str], per_topic: int
+                ) -> dict[tuple[str, int], dict[str, Any]]:
+    """Every partition state of the topics, read in ZooKeeper multiReads (a kazoo
+    session of its own): (topic, partition) -> the state znode's JSON."""
+    from pybroker.coordination.zkclient import AsyncKazoo
+    from pybroker.coordination.zkmultiread import get_many
+
+    async def read() -> dict[tuple[str, int], dict[str, Any]]:
+        zk = AsyncKazoo(connect, session_timeout_s=30, request_timeout_s=60)
+        await zk.start(30)
+        try:
+            keys = [(t, p) for t in topics for p in range(per_topic)]
+            reads = await get_many(zk, [f"/brokers/topics/{t}/partitions/{p}/state"
+                                        for t, p in keys])
+        finally:
+            await zk.stop()
+        return {k: json.loads(r[0]) for k, r in zip(keys, reads, strict=True) if r}
+
+    return asyncio.run(read())
+
+
+def poll_until(check: Any, timeout: float, what: str) -> float:
+    """Poll `check()` until true; the time.time() it was first seen true."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return time.time()
+        time.sleep(0.05)
+    raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
+
+
+_LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\]")
+
+
+def log_lines_since(path: Path, since: float, pattern: str) -> list[tuple[float, str]]:
+    """Lines of a broker log matching `pattern` logged at or after `since`
+    (time.time()), with their timestamps."""
+    out = []
+    regex = re.compile(pattern)
+    for line in path.read_text(errors="replace").splitlines():
+        stamp = _LOG_TIME.match(line)
+        if not stamp or not regex.search(line):
+            continue
+        when = time.mktime(time.strptime(stamp[1], "%Y-%m-%d %H:%M:%S")) + int(stamp[2]) / 1000
+        if when >= since - 0.001:
+            out.append((when, line))
+    return out
+
+
+def run_cluster(args: argparse.Namespace) -> dict[str, Any]:
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root))
+    from tests.cluster.cluster import Cluster
+    from tests.cluster.zookeeper import ZooKeeperServer, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        sys.exit(f"cannot run ZooKeeper: {reason}")
+    overrides = {"zookeeper.session.timeout.ms": 18000, "replica.lag.time.max.ms": 30000}
+    overrides.update(dict(kv.split("=", 1) for kv in args.override))
+    with tempfile.TemporaryDirectory(prefix="bench-controller-cluster-") as tmp:
+        zookeeper = ZooKeeperServer(Path(tmp) / "zk").start()
+        cluster = Cluster(zookeeper, Path(tmp) / "brokers", overrides=overrides)
+        try:
+            cluster.start()
+            return measure_cluster(cluster, args)
+        except Exception:
+            for broker_id, broker in cluster.brokers.items():
+                sys.stderr.write(f"--- broker {broker_id}\n{broker.log_tail()[-3000:]}\n")
+            raise
+        finally:
+            cluster.close()
+            zookeeper.stop()
+
+
+def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
+    connect = cluster.zookeeper.address + cluster.chroot
+    pids = {b: broker.proc.pid for b, broker in cluster.brokers.items()}
+    rss_before = {b: rss_mib(pid) for b, pid in pids.items()}
+    print(f"cluster: creating {args.partitions} partitions, {args.per_topic} a topic, "
+          f"RF {args.replication_factor}", file=sys.stderr, flush=True)
+    result = create_all(cluster.bootstrap, args.partitions, args.per_topic,
+                        args.replication_factor, args.timeout)
+    topics = result.pop("topics")
+    replicas_per_broker = len(topics) * args.per_topic * args.replication_factor / len(pids)
+    rss_after = {b: rss_mib(pid) for b, pid in pids.items()}
+    result["rss_mib"] = rss_after
+    result["rss_kib_per_replica"] = {
+        b: round((rss_after[b] - rss_before[b]) * 1024 / replicas_per_broker, 1)
+        for b in pids if rss_after[b] is not None and rss_before[b] is not None}
+
+    host, port = cluster.brokers[min(cluster.brokers)].bootstrap.rsplit(":", 1)
+    result["metadata_ms"] = summary(full_metadata_ms((host, int(port)), args.metadata_samples))
+
+    def states() -> dict[tuple[str, int], dict[str, Any]]:
+        return read_states(connect, topics, args.per_topic)
+
+    t0 = time.perf_counter()
+    states()
+    result["read_all_states_s"] = round(time.perf_counter() - t0, 2)
+
+    # controlled shutdown of a broker that is not the controller
+    controller = cluster.controller()
+    target = next(b for b in sorted(cluster.brokers) if b != controller)
+    led = sum(s["leader"] == target for s in states().values())
+    print(f"cluster: controlled shutdown of broker {target} ({led} leaderships)",
+          file=sys.stderr, flush=True)
+    proc = cluster.brokers[target].proc
+    t_term = time.time()
+    proc.send_signal(signal.SIGTERM)
+    t_moved = poll_until(lambda: all(s["leader"] != target for s in states().values()),
+                         args.timeout, f"broker {target}'s leaderships to move")
+    proc.wait(timeout=args.timeout)
+    t_exit = time.time()
+    own = log_lines_since(cluster.brokers[controller].log_path, t_term,
+                          rf"controlled shutdown of broker {target},.* in ([\d.]+) s")
+    result["controlled_shutdown"] = {
+        "broker": target, "leaderships": led,
+        "moved_s": round(t_moved - t_term, 2), "exited_s": round(t_exit - t_term, 2),
+        "controller_s": [float(re.search(r"in ([\d.]+) s", line)[1]) for _, line in own],
+    }
+    cluster.brokers[target].stop()
+    cluster.restart(target)
+    poll_until(lambda: all(len(s["isr"]) == args.replication_factor
+                           for s in states().values()),
+               args.timeout, f"broker {target} back in every ISR")
+
+    # kill -9 of the controller
+    controller = cluster.controller()
+    led = sum(s["leader"] == controller for s in states().values())
+    print(f"cluster: kill -9 of controller {controller} ({led} leaderships)",
+          file=sys.stderr, flush=True)
+    t_kill = time.time()
+    cluster.kill(controller)
+    t_new = poll_until(lambda: cluster.controller() not in (None, controller), args.timeout,
+                       "another controller")
+    new = cluster.controller()
+    t_done = poll_until(lambda: all(s["leader"] != controller and controller not in s["isr"]
+                                    for s in states().values()),
+                        args.timeout, f"the killed controller {controller} out of every state")
+    elected = log_lines_since(cluster.brokers[new].log_path, t_kill,
+                              r"is the controller \(epoch")
+    loads = log_lines_since(cluster.brokers[new].log_path, t_kill,
+                            r"controller: reconciled (\d+) topic\(s\), (\d+) partition")
+    first_full = next((line for _, line in loads
+                       if int(re.search(r"(\d+) partition", line)[1])
+                       >= len(topics) * args.per_topic), None)
+    result["controller_failover"] = {
+        "killed": controller, "new": new, "leaderships": led,
+        "new_controller_s": round(t_new - t_kill, 2),
+        "elections_done_s": round(t_done - t_kill, 2),
+        "elected_at_s": round(elected[0][0] - t_kill, 2) if elected else None,
+        "first_full_reconcile_s": (float(re.search(r"in ([\d.]+) s", first_full)[1])
+                                   if first_full else None),
+    }
+    return result
+
+
+def report_cluster(r: dict[str, Any]) -> None:
+    report("pybroker cluster", r)
+    print(f"  RSS per partition replica: {r['rss_kib_per_replica']} KiB "
+          f"(RSS {r['rss_mib']} MiB)")
+    print(f"  reading every partition state (multiRead, this script): "
+          f"{r['read_all_states_s']:.2f} s")
+    c = r["controlled_shutdown"]
+    print(f"  controlled shutdown of broker {c['broker']} ({c['leaderships']} leaderships): "
+          f"moved in {c['moved_s']:.2f} s (polled), controller's work {c['controller_s']} s, "
+          f"process exited after {c['exited_s']:.2f} s")
+    f = r["controller_failover"]
+    print(f"  kill -9 of controller {f['killed']} ({f['leaderships']} leaderships): broker "
+          f"{f['new']} controller after {f['new_controller_s']:.2f} s (its log: elected "
+          f"{f['elected_at_s']} s), first full reconcile {f['first_full_reconcile_s']} s, "
+          f"every state without {f['killed']} after {f['elections_done_s']:.2f} s (polled)")
+
+
 def report(label: str, r: dict[str, Any]) -> None:
     def s(x: dict[str, float]) -> str:
         return f"median {x['median']:.2f} s, p90 {x['p90']:.2f} s"
@@ -238,7 +434,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=2000)
     parser.add_argument("--per-topic", type=int, default=100)
-    parser.add_argument("--replication-factor", type=int, default=1)
+    parser.add_argument("--replication-factor", type=int,
+                        help="default 1, and 3 with --cluster")
+    parser.add_argument("--cluster", action="store_true",
+                        help="a 3-broker ZooKeeper cluster (see the docstring)")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="--cluster: extra broker setting (repeatable)")
     parser.add_argument("--metadata-samples", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--peer", help="HOST:PORT of a running broker to compare with")
@@ -250,7 +451,12 @@ def main() -> None:
     args = parser.parse_args()
     out: dict[str, Any] = {"command": " ".join(sys.argv), "machine": machine_info(),
                            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    if not args.skip_pybroker:
+    if args.replication_factor is None:
+        args.replication_factor = 3 if args.cluster else 1
+    if args.cluster:
+        out["cluster"] = run_cluster(args)
+        report_cluster(out["cluster"])
+    elif not args.skip_pybroker:
         out["pybroker"] = run_pybroker(args)
         report("pybroker", out["pybroker"])
     if args.peer:

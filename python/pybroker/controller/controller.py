@@ -15,6 +15,16 @@ transaction with a check on the controller epoch's version, so a deposed
 controller (say, paused past its session) cannot overwrite its successor.
 ControllerMoved from any write ends this broker's term at once.
 
+Batches (issue 25): the controller decides many partitions at once — every topic
+due after a broker's death or return, every partition of a broker in controlled
+shutdown — reading their states together (ZooKeeper multiReads) and writing the
+changed ones one multi per batch of states, the batches sent together (Kafka 1.1's
+batched, pipelined state changes). A batch is only a packaging: each state in it is
+still a conditional write on the version it was decided from, and every multi checks
+the controller epoch. A multi fails as a whole when one state's version moved on; the
+others are written again without it, and the stale one is read and decided again, as
+a single write's StaleVersion always was.
+
 Duties while elected:
 - a topic's partitions without state get one (leader = first live replica);
 - when brokers die or return, partitions they led get a new leader from the
@@ -54,9 +64,10 @@ when the conclusion is wrong (a broker fenced while alive, a controller
 removed while alive):
 - Every election reads the partition's state and writes the new one with a
   conditional write on its version, in a transaction checking the controller
-  epoch: it elects from the ISR as stored, never from a view of it, and a
-  deposed controller's write fails (ControllerMoved). The new leader epoch is
-  the old one + 1.
+  epoch (alone or in a batch: the multi applies all of its writes or none): it
+  elects from the ISR as stored, never from a view of it, and a deposed
+  controller's write fails (ControllerMoved). The new leader epoch is the old
+  one + 1.
 - A leader acknowledges an acks=all write only once its high watermark passed
   it, and the high watermark is the smallest log end over the ISR it holds.
   That ISR is the stored one (a leader applies its own ISR change only after the
@@ -82,6 +93,7 @@ test_zookeeper_loss.py and test_partitioned_leader.py cover those."""
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 
 import anyio
@@ -507,9 +519,11 @@ class Controller:
         held = [(name, index) for name, assignment in sorted(self._topics.items())
                 for index, replicas in sorted(assignment.partitions.items())
                 if broker_id in replicas and len(replicas) > 1]
+        started = time.monotonic()
         remaining = await self._without_broker(held, broker_id)
-        log.info("controller: controlled shutdown of broker %d, %d partition(s) remaining",
-                 broker_id, len(remaining))
+        log.info("controller: controlled shutdown of broker %d, %d partition(s) remaining "
+                 "(%d partition(s) in %.3f s)", broker_id, len(remaining), len(held),
+                 time.monotonic() - started)
         return remaining
 
     async def _without_broker(self, partitions: list[Partition], broker_id: int
@@ -615,8 +629,12 @@ class Controller:
         if lease is None or not assignments:
             return
         evicted = {a.name: set(self._evict.get(a.name, ())) for a in assignments}
+        started = time.monotonic()
         try:
             stale = await self._reconcile_topics(assignments, lease, evicted)
+            log.info("controller: reconciled %d topic(s), %d partition(s) in %.3f s",
+                     len(assignments), sum(len(a.partitions) for a in assignments),
+                     time.monotonic() - started)
         except ControllerMoved:
             log.warning("controller epoch moved on; broker %d stops acting as controller",
                         self.broker_id)
