@@ -82,7 +82,7 @@ async def running(cluster: Cluster, tmp_path: Path) -> AsyncIterator[Setup]:
         for name in setup.names:
             await backend.create_topic(TopicAssignment(
                 name=name, topic_id=uuid.uuid4(),
-                partitions={p: replicas(p) for p in range(PARTITIONS)}), {})
+                partitions={p: replicas(p) for p in range(PARTITIONS)}), {}, None)
 
         async def all_led() -> bool:
             states = await setup.states()
@@ -154,7 +154,7 @@ async def test_a_state_changed_meanwhile_is_decided_again_not_lost(
                                       leader_epoch=old.state.leader_epoch,
                                       isr=[r for r in old.state.isr if r != 1])
                 raced_once.append(await leader.update_partition_state(
-                    raced[0], raced[1], shrunk, old.version))
+                    raced[0], raced[1], shrunk, old.version, None))
             return await write(updates, lease)
 
         setup.backend.update_partition_states = racing  # type: ignore[method-assign]

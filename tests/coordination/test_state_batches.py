@@ -79,7 +79,7 @@ async def test_a_stale_partition_does_not_cost_the_others_their_update(
     raced = [("batch-0", 7), ("batch-2", 30)]
     for topic, index in raced:
         await leader.update_partition_state(topic, index, state(1, 0, [1, 2], lease.epoch),
-                                            current[(topic, index)].version)
+                                            current[(topic, index)].version, None)
     await a.delete_topic("batch-1", lease)
 
     moved = state(2, 1, [2, 3], lease.epoch)
