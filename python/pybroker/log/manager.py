@@ -192,16 +192,24 @@ class LogManager:
             return placed
         return self._register(record, index, placed, self._open_files(record, index, placed))
 
-    async def open_partition_async(self, record: TopicRecord, index: int) -> Partition:
+    async def open_partition_async(self, record: TopicRecord, index: int,
+                                   lead_epoch: int | None = None) -> Partition:
         """open_partition with the file work (the dir, partition.metadata, the log's
         files and their fsyncs; a recovery after an unclean shutdown) on a worker
         thread, so the event loop keeps serving meanwhile. What the manager keeps is
         changed on the loop only. Not cancellable midway: the log is registered (and
-        closed by shutdown) once its files exist."""
+        closed by shutdown) once its files exist.
+
+        `lead_epoch`: this broker is to lead the partition at that leader epoch. The
+        epoch is then recorded at the log end on the thread too (its checkpoint file is
+        written and fsynced, as becoming leader would do on the loop): nothing can
+        append to a log not yet registered, so the log end is the one make_leader
+        would record, and make_leader finds the epoch there already."""
         placed = self._place(record, index)
         if isinstance(placed, Partition):
             return placed
-        opened = await anyio.to_thread.run_sync(self._open_files, record, index, placed)
+        opened = await anyio.to_thread.run_sync(self._open_files, record, index, placed,
+                                                lead_epoch)
         return self._register(record, index, placed, opened)
 
     def _place(self, record: TopicRecord, index: int) -> Partition | Path:
@@ -221,8 +229,8 @@ class LogManager:
             directory = self._least_loaded_dir()
         return directory
 
-    def _open_files(self, record: TopicRecord, index: int, directory: Path
-                    ) -> tuple[Partition, int, float]:
+    def _open_files(self, record: TopicRecord, index: int, directory: Path,
+                    lead_epoch: int | None = None) -> tuple[Partition, int, float]:
         """The file work of opening a partition (any thread): (the partition, its
         segment bytes before, when the open started)."""
         key = (record.name, index)
@@ -242,6 +250,8 @@ class LogManager:
             high_watermark=self._high_watermarks.get(directory, {}).get(key, 0),
             failures=self.failures,
         )
+        if lead_epoch is not None:
+            partition.log.assign_leader_epoch(lead_epoch, partition.log.log_end_offset)
         return partition, size_before, started
 
     def _register(self, record: TopicRecord, index: int, directory: Path,

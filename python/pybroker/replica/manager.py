@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Generator
+from typing import NamedTuple
 
 import anyio
 
@@ -28,6 +29,22 @@ log = logging.getLogger(__name__)
 
 #: the longest apply_topic_async runs before letting other tasks in
 APPLY_SLICE_S = 0.01
+
+
+class _LeadAt(NamedTuple):
+    """A step of _apply_steps: record `epoch` at the log end of a partition about to be
+    led here (the leader-epoch checkpoint's write and fsync), where it may run off the
+    loop: the partition has no leader now, so nothing appends to its log meanwhile."""
+
+    partition: ReplicaPartition
+    epoch: int
+
+    def run(self) -> None:
+        log = self.partition.log.log
+        log.assign_leader_epoch(self.epoch, log.log_end_offset)
+
+
+_Step = int | _LeadAt | None
 
 
 class ReplicaManager:
@@ -100,7 +117,9 @@ class ReplicaManager:
             except StopIteration:
                 return
             reply = None
-            if need is not None:
+            if isinstance(need, _LeadAt):
+                need.run()
+            elif need is not None:
                 try:
                     reply = self.logs.open_partition(record, need)
                 except UnreadablePartitionMetadata as exc:
@@ -110,10 +129,13 @@ class ReplicaManager:
                                 versions: list[int] | None = None) -> None:
         """apply_topic without holding the event loop: a new log is opened on a worker
         thread (its files and fsyncs; a 50-partition topic opened on the loop held
-        every connection up for seconds on a loaded machine), and the loop gets a turn
-        whenever APPLY_SLICE_S has gone. Requests meanwhile see the partitions not yet
-        opened as not hosted here, which clients retry, as they do while Kafka's
-        LeaderAndIsr is on its way."""
+        every connection up for seconds on a loaded machine), and so is the leader
+        epoch of a partition this broker takes the lead of while it had no leader (a
+        new topic's: the epoch checkpoint's fsync, a few ms each, was most of what a
+        new topic still held the loop for, issue 25); the loop gets a turn whenever
+        APPLY_SLICE_S has gone. Requests meanwhile
+        see the partitions not yet opened as not hosted here, which clients retry, as
+        they do while Kafka's LeaderAndIsr is on its way."""
         started = time.monotonic()
         steps = self._apply_steps(record, versions)
         reply: Partition | UnreadablePartitionMetadata | None = None
@@ -123,9 +145,14 @@ class ReplicaManager:
             except StopIteration:
                 return
             reply = None
-            if need is not None:
+            if isinstance(need, _LeadAt):
+                await anyio.to_thread.run_sync(need.run)
+                started = time.monotonic()
+            elif need is not None:
+                state = record.partitions[need]
+                lead_epoch = state.leader_epoch if state.leader == self.broker_id else None
                 try:
-                    reply = await self.logs.open_partition_async(record, need)
+                    reply = await self.logs.open_partition_async(record, need, lead_epoch)
                 except UnreadablePartitionMetadata as exc:
                     reply = exc
                 started = time.monotonic()
@@ -134,10 +161,11 @@ class ReplicaManager:
                 started = time.monotonic()
 
     def _apply_steps(self, record: TopicRecord, versions: list[int] | None
-                     ) -> Generator[int | None, Partition | UnreadablePartitionMetadata | None,
+                     ) -> Generator[_Step, Partition | UnreadablePartitionMetadata | None,
                                     None]:
         """apply_topic's work, one partition a step. A partition whose log is not open
-        yields its index and gets the opened log (or why it cannot be) sent back."""
+        yields its index and gets the opened log (or why it cannot be) sent back; one
+        without a leader that this broker is to lead yields a _LeadAt first."""
         for index, state in enumerate(record.partitions):
             yield None
             version = versions[index] if versions is not None else -1
@@ -175,6 +203,9 @@ class ReplicaManager:
             was_leader = partition.is_leader
             if state.leader == self.broker_id:
                 self.fetchers.unfollow(key)
+                if (partition.leader < 0
+                        and partition.log.log.latest_epoch != state.leader_epoch):
+                    yield _LeadAt(partition, state.leader_epoch)
                 if partition.make_leader(state, version):
                     self._leadership(record.name, index, True)
                 continue
