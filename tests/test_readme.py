@@ -65,6 +65,9 @@ RUST_TOOLS = ("cargo", "rustc", "rustup")
 #: librdkafka's own log lines, as it prints them itself (`%6|1700000000.123|BGQUEUE|...`)
 LIBRDKAFKA_LINE = re.compile(r"^%\d\|", re.MULTILINE)
 MARK = "@@walkthrough "
+#: of each log the walk-through leaves (serve.log, cluster-data/, local-cluster's), the
+#: end shown when it fails: the temporary dir, and the logs with it, is gone by then
+LOG_TAIL_CHARS = 3000
 
 
 @dataclass
@@ -208,8 +211,7 @@ def runnable(blocks: dict[str, Block], workdir: Path, env: dict[str, str],
 
 
 def walkthrough(blocks: dict[str, Block], workdir: Path, env: dict[str, str],
-                activate: str = "", skip: tuple[str, ...] = ()
-                ) -> subprocess.CompletedProcess[str]:
+                activate: str = "") -> subprocess.CompletedProcess[str]:
     """`serve` in one shell, the blocks after it in another (both in `workdir`, which
     gets the repository's config/), checked."""
     serve = blocks["serve"].code.strip()
@@ -217,7 +219,7 @@ def walkthrough(blocks: dict[str, Block], workdir: Path, env: dict[str, str],
     ports = free_ports()
     clone_config(workdir, ports)
     port = int(ports[README_PORT])
-    names = [n for n in runnable(blocks, workdir, env, activate) if n not in skip]
+    names = runnable(blocks, workdir, env, activate)
     log = workdir / "serve.log"
     with open(log, "wb") as out:
         server = subprocess.Popen(
@@ -235,14 +237,29 @@ def walkthrough(blocks: dict[str, Block], workdir: Path, env: dict[str, str],
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-    check_output(result, blocks, names)
+    check_output(result, blocks, names, workdir)
     assert server.returncode == 0, log.read_text()
     return result
 
 
+def log_tails(workdir: Path) -> str:
+    """The end of every log the walk-through wrote (brokers, ZooKeeper, local-cluster),
+    so that a failure can be diagnosed from the test's report alone."""
+    parts = []
+    for path in sorted(workdir.rglob("*.log")):
+        if ".venv" in path.relative_to(workdir).parts or not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        parts.append(f"--- {path.relative_to(workdir)} (last {LOG_TAIL_CHARS} chars) ---\n"
+                     f"{text[-LOG_TAIL_CHARS:]}")
+    return "\n".join(parts)
+
+
 def check_output(result: subprocess.CompletedProcess[str], blocks: dict[str, Block],
-                 names: list[str]) -> None:
+                 names: list[str], workdir: Path) -> None:
     context = f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}"
+    if result.returncode != 0:
+        context += f"\nlogs:\n{log_tails(workdir)}"
     assert result.returncode == 0, context
     assert "Traceback" not in result.stderr, context
     assert not LIBRDKAFKA_LINE.search(result.stderr), context
@@ -348,7 +365,4 @@ def test_readme_from_the_top_with_the_wheel_and_no_rust(tmp_path: Path) -> None:
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(tmp_path / ".venv"), where.stdout
 
-    # the cluster blocks are walked from source by ci/test; from the wheel one of the three
-    # brokers once failed to register within 30 s in CI (its log was lost with the temp
-    # dir): left out here until that is understood (see the closing note of 2026-11-27)
-    walkthrough(blocks, tmp_path, env, activate=". .venv/bin/activate", skip=CLUSTER_BLOCKS)
+    walkthrough(blocks, tmp_path, env, activate=". .venv/bin/activate")

@@ -10,6 +10,9 @@ test can cut the link and restore it.
                                        # ones are refused, as by a host whose process is
                                        # gone (or a firewall that rejects)
     proxy.restore()                    # forward again (frozen connections resume)
+    proxy.stall_next(1)                # the next connection is accepted and then gets
+                                       # nothing, ever (the others are forwarded): a
+                                       # ZooKeeper still starting (ZOOKEEPER-5051)
     proxy.close()
 
 "drop" looks like a peer or network that resets connections (the client notices at
@@ -105,6 +108,9 @@ class Proxy:
         self.host, self.port = self._listener.getsockname()[:2]
         self.mode: Mode | None = None
         self._links: list[_Link] = []
+        #: accepted and never answered (stall_next), closed by close()
+        self._stalled: list[socket.socket] = []
+        self._stall_next = 0
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._accept_loop, args=(self._listener,),
@@ -149,6 +155,17 @@ class Proxy:
             for link in links:
                 link.close()
 
+    def stall_next(self, count: int = 1) -> None:
+        """The next `count` connections are accepted and then neither read, answered nor
+        closed until close()."""
+        with self._lock:
+            self._stall_next = count
+
+    @property
+    def stalled(self) -> int:
+        with self._lock:
+            return len(self._stalled)
+
     def restore(self) -> None:
         if self.mode == "refuse":
             self._listener = self._listen(self.host, self.port)
@@ -164,8 +181,11 @@ class Proxy:
         self._thread.join(5)
         with self._lock:
             links, self._links = self._links, []
+            stalled, self._stalled = self._stalled, []
         for link in links:
             link.close()
+        for sock in stalled:
+            _reset(sock)
 
     def __enter__(self) -> Proxy:
         return self.start()
@@ -185,6 +205,11 @@ class Proxy:
             if self.mode == "drop":
                 _reset(client)
                 continue
+            with self._lock:
+                if self._stall_next > 0:
+                    self._stall_next -= 1
+                    self._stalled.append(client)
+                    continue
             link = _Link(self, client)
             with self._lock:
                 self._links = [x for x in self._links if not x.closed.is_set()]

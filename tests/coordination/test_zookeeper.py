@@ -20,7 +20,7 @@ from pybroker.coordination.errors import ControllerMoved, CoordinationError, Mal
 from pybroker.coordination.zookeeper import ZooKeeperBackend
 from tests.cluster.proxy import Proxy
 from tests.cluster.zookeeper import ZooKeeperServer
-from tests.coordination.conftest import Cluster, eventually
+from tests.coordination.conftest import SESSION_TIMEOUT_MS, Cluster, eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -231,6 +231,26 @@ async def test_a_short_cut_keeps_the_session(zk_cluster: Cluster, zookeeper: Zoo
         # the watch was re-armed on the reconnect: a change made by another client shows
         raw.create("/admin/delete_topics/x")
         await eventually(lambda: seen[-1] == {"x"}, "the watch to fire after the reconnect")
+
+
+async def test_a_connection_zookeeper_never_answers_is_given_up_not_the_start(
+        zk_cluster: Cluster, zookeeper: ZooKeeperServer) -> None:
+    """A ZooKeeper still starting can accept a connection and then neither answer nor
+    close it (ZOOKEEPER-5051: a broker started with its ZooKeeper waited out its whole
+    connection timeout on that one connection and exited). That connection is given up
+    after a third of the timeout and the next one serves."""
+    with Proxy((zookeeper.host, zookeeper.port)) as proxy:
+        proxy.stall_next(1)
+        store = ZooKeeperBackend(f"{proxy.address}{zk_cluster.chroot}",
+                                 session_timeout_ms=SESSION_TIMEOUT_MS,
+                                 connection_timeout_ms=SESSION_TIMEOUT_MS)
+        try:
+            await store.start()
+            assert proxy.stalled == 1
+            await store.register_broker(1, registration(9092))
+            assert set(await store.live_brokers()) == {1}
+        finally:
+            await store.close()
 
 
 async def test_malformed_znodes_are_clear_errors(zk_cluster: Cluster, raw: KazooClient) -> None:

@@ -11,7 +11,15 @@ Why requests are tracked: kazoo drops requests still queued (not yet sent) when 
 session expires, without completing them; `session_expired()` fails every request
 in flight so no caller waits forever. Each request also has a deadline
 (`request_timeout_s`), because while ZooKeeper is unreachable kazoo keeps requests
-queued until it reconnects. Both become CoordinationUnavailable."""
+queued until it reconnects. Both become CoordinationUnavailable.
+
+Why connection attempts are bounded: kazoo waits for the answer to a connection's first
+request (ConnectRequest) for the whole session timeout, and a ZooKeeper that is still
+starting can leave a connection open and unanswered for good (ZooKeeper 3.8: closing a
+connection before its database is loaded fails inside the server, ZOOKEEPER-5051). A
+broker started in the same second as its ZooKeeper then spent all of
+zookeeper.connection.timeout.ms on that one connection and exited. An attempt with no
+answer within a third of that time is dropped here, and kazoo connects again."""
 
 from __future__ import annotations
 
@@ -19,6 +27,8 @@ import asyncio
 import functools
 import inspect
 import logging
+import socket
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -35,7 +45,7 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
     SessionExpiredError,
 )
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
 from kazoo.interfaces import IAsyncResult
 
 from pybroker.coordination import znodes as zn
@@ -53,6 +63,9 @@ UNAVAILABLE = (ConnectionLoss, SessionExpiredError, ConnectionClosedError, Opera
 
 #: kazoo's reconnect backoff: keep trying forever, at most this long between attempts
 RECONNECT_DELAY_MAX_S = 1.0
+#: connection attempts that fit in the connection (or session) timeout: one attempt's
+#: wait for ZooKeeper's answer is the timeout over this
+CONNECT_ATTEMPTS = 3
 
 
 C = TypeVar("C", bound=type)
@@ -90,14 +103,50 @@ def split_connect(connect: str) -> tuple[str, str]:
     return hosts, chroot
 
 
+class _BoundedAttempts(SequentialThreadingHandler):
+    """kazoo's threading handler, dropping a connection that has had no answer to its
+    ConnectRequest within `attempt_s` (see the module's docstring): its socket is shut
+    down, kazoo's connection thread sees the connection broken and connects again."""
+
+    def __init__(self, session_timeout_s: float) -> None:
+        super().__init__()
+        self.attempt_s = session_timeout_s / CONNECT_ATTEMPTS
+        #: set once the client is attached: whether a session's handshake has completed
+        self.connected: Callable[[], bool] = lambda: False
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> socket.socket:
+        sock: socket.socket = super().create_connection(*args, **kwargs)
+        timer = threading.Timer(self.attempt_s, self._unanswered, args=(sock,))
+        timer.daemon = True
+        timer.start()
+        return sock
+
+    def _unanswered(self, sock: socket.socket) -> None:  # on the timer's thread
+        # one connection at a time: connected now means this one was answered (or is
+        # closed already, a later attempt being the one connected)
+        if self.connected():
+            return
+        try:
+            peer = sock.getpeername()
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # closed by kazoo already: that attempt ended by itself
+            return
+        log.info("ZooKeeper at %s:%s has not answered a new connection within %.1fs "
+                 "(a ZooKeeper still starting can leave it unanswered); connecting again",
+                 peer[0], peer[1], self.attempt_s)
+
+
 class AsyncKazoo:
     def __init__(self, hosts: str, *, session_timeout_s: float, request_timeout_s: float,
                  on_state: Callable[[KazooState, int | None], None] | None = None) -> None:
+        self._handler = _BoundedAttempts(session_timeout_s)
         self.kazoo = KazooClient(
-            hosts=hosts, timeout=session_timeout_s,
+            hosts=hosts, timeout=session_timeout_s, handler=self._handler,
             connection_retry={"max_tries": -1, "delay": 0.05, "backoff": 2,
                               "max_delay": RECONNECT_DELAY_MAX_S},
         )
+        self._handler.connected = lambda: bool(self.kazoo.connected)
+        self.session_timeout_s = session_timeout_s
         self.request_timeout_s = request_timeout_s
         self._on_state = on_state
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -110,6 +159,8 @@ class AsyncKazoo:
 
     async def start(self, connection_timeout_s: float) -> None:
         self._loop = asyncio.get_running_loop()
+        self._handler.attempt_s = min(connection_timeout_s,
+                                      self.session_timeout_s) / CONNECT_ATTEMPTS
         self.kazoo.add_listener(self._listener)
         try:
             await anyio.to_thread.run_sync(self.kazoo.start, connection_timeout_s)
