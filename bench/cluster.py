@@ -23,10 +23,19 @@ processes on loopback (zookeeper.connect=...:PORT/chroot), then measures:
 
 Every wait is bounded; everything runs on loopback and is torn down at exit.
 
+With ``--peer HOST:PORT[,...]`` the throughput and latency parts run against an already
+running cluster of three brokers instead (a stock Kafka KRaft cluster:
+``bench/kafka_peer.py --nodes 3 -- python bench/cluster.py --peer {bootstrap}
+--peer-pids {pids} ...`` starts one from $KAFKA_HOME, runs this, and stops it);
+``--peer-pids`` lets the CPU per GB be measured. Failover kills and restarts brokers, so
+it runs only on the bench's own pybroker cluster.
+
 Examples:
     python bench/cluster.py                                  # all, default sizes
     python bench/cluster.py --only throughput --records 300000 --repeat 2
     python bench/cluster.py --only failover --rounds 5 --json out.json
+    python bench/kafka_peer.py --nodes 3 -- python bench/cluster.py --only throughput \
+        --only latency --peer {bootstrap} --peer-pids {pids}
 """
 
 from __future__ import annotations
@@ -49,7 +58,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 try:
     import psutil
-    from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+    from confluent_kafka import OFFSET_END, Consumer, Producer, TopicCollection, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
 
     from tests.cluster.cluster import SESSION_TIMEOUT_MS, Cluster, wait_for
     from tests.cluster.zookeeper import ZooKeeperServer, unavailable_reason
@@ -68,12 +78,50 @@ def percentile(ordered: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
-def broker_cpu_s(cluster: Cluster) -> float:
+class PeerCluster:
+    """An already running cluster (e.g. stock Kafka): what throughput() and latency()
+    use of a Cluster, through the Kafka protocol only."""
+
+    def __init__(self, bootstrap: str, pids: list[int]) -> None:
+        self.bootstrap = bootstrap
+        self.pids = pids
+        self._admin: AdminClient | None = None
+
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+        return self._admin
+
+    def create_topic(self, name: str, partitions: int, replication: int,
+                     configs: dict[str, str] | None = None) -> None:
+        """Create the topic and wait until every partition has a leader and a full ISR."""
+        self.admin().create_topics([NewTopic(
+            name, num_partitions=partitions, replication_factor=replication,
+            config=configs or {})], request_timeout=WAIT_S)[name].result(WAIT_S)
+
+        def settled() -> bool:
+            try:
+                found = self.admin().describe_topics(TopicCollection([name]))[name].result(10)
+            except Exception:  # not in the metadata yet: keep polling
+                return False
+            return (len(found.partitions) == partitions
+                    and all(p.leader is not None and len(p.isr) == replication
+                            for p in found.partitions))
+        wait_for(settled, WAIT_S, f"{name}'s partitions to have full ISRs")
+
+
+def broker_pids(cluster: Cluster | PeerCluster) -> list[int]:
+    if isinstance(cluster, PeerCluster):
+        return cluster.pids
+    return [b.proc.pid for b in cluster.brokers.values()
+            if b.proc is not None and b.proc.poll() is None]
+
+
+def broker_cpu_s(cluster: Cluster | PeerCluster) -> float:
     total = 0.0
-    for broker in cluster.brokers.values():
-        if broker.proc is not None and broker.proc.poll() is None:
-            times = psutil.Process(broker.proc.pid).cpu_times()
-            total += times.user + times.system
+    for pid in broker_pids(cluster):
+        times = psutil.Process(pid).cpu_times()
+        total += times.user + times.system
     return total
 
 
@@ -125,7 +173,7 @@ def wait_replicated(bootstrap: str, topic: str, partitions: int, records: int) -
         consumer.close()
 
 
-def throughput(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any]]:
+def throughput(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> list[dict[str, Any]]:
     cases = [("RF=3 acks=all", 3, "all"), ("RF=3 acks=1", 3, "1"), ("RF=1 acks=1", 1, "1")]
     rows = []
     for repetition in range(args.repeat):
@@ -160,7 +208,7 @@ def throughput(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any
 
 
 # --- latency ------------------------------------------------------------------------------
-def latency(cluster: Cluster, args: argparse.Namespace) -> dict[str, Any]:
+def latency(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> dict[str, Any]:
     topic = f"lat-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
     total = int(args.rate * args.seconds)
@@ -369,8 +417,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="extra broker setting (repeatable)")
     ap.add_argument("--json", type=Path, help="write the results as JSON here")
+    ap.add_argument("--peer", metavar="HOST:PORT[,...]",
+                    help="measure this running 3-broker cluster (stock Kafka) instead: "
+                         "throughput and latency only")
+    ap.add_argument("--peer-pids", default="", metavar="PID[,...]",
+                    help="the peer's broker pids, for its CPU per GB")
     args = ap.parse_args(argv)
     parts = args.only or ["throughput", "latency", "failover"]
+    if args.peer:
+        return run_peer(args, parts)
     reason = unavailable_reason()
     if reason:
         sys.exit(f"cannot run ZooKeeper: {reason}")
@@ -392,6 +447,25 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             cluster.close()
             zookeeper.stop()
+    summarize(results, args)
+    return 0
+
+
+def run_peer(args: argparse.Namespace, parts: list[str]) -> int:
+    if "failover" in parts and args.only:
+        sys.exit("failover kills and restarts brokers: only on the bench's own cluster")
+    cluster = PeerCluster(args.peer, [int(p) for p in args.peer_pids.split(",") if p])
+    results: dict[str, Any] = {"machine": machine_info(), "argv": sys.argv,
+                               "peer": args.peer}
+    if "throughput" in parts:
+        results["throughput"] = throughput(cluster, args)
+    if "latency" in parts:
+        results["latency"] = latency(cluster, args)
+    summarize(results, args)
+    return 0
+
+
+def summarize(results: dict[str, Any], args: argparse.Namespace) -> None:
     if "throughput" in results:
         for case in sorted({r["case"] for r in results["throughput"]}):
             runs = [r for r in results["throughput"] if r["case"] == case]
@@ -406,7 +480,6 @@ def main(argv: list[str] | None = None) -> int:
               f"{results['session_timeout_ms']} ms")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
-    return 0
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import pytest
 
 from tests.cluster.cluster import Cluster, cluster_fixture
 from tests.cluster.zookeeper import ZooKeeperServer, zookeeper  # noqa: F401 - fixture
-from tests.java.stock_kafka import KafkaCluster, start_kafka_cluster
+from tests.java.stock_kafka import KafkaCluster, KafkaUnavailable, start_kafka_cluster
 
 StockKafkaFactory = Callable[..., KafkaCluster]
 
@@ -30,7 +30,11 @@ def stock_kafka_factory(tmp_path: Path) -> Iterator[StockKafkaFactory]:
     started: list[KafkaCluster] = []
 
     def factory(nodes: int = 1, overrides: dict[str, object] | None = None) -> KafkaCluster:
-        cluster = start_kafka_cluster(tmp_path / f"stock-kafka{len(started)}", nodes, overrides)
+        try:
+            cluster = start_kafka_cluster(tmp_path / f"stock-kafka{len(started)}", nodes,
+                                          overrides)
+        except KafkaUnavailable as exc:
+            pytest.skip(str(exc))
         started.append(cluster)
         return cluster
 

@@ -3,10 +3,11 @@ node is a combined broker+controller (process.roles=broker,controller) on free l
 ports with its own data dir, formatted with `kafka-storage.sh format` under one random
 cluster id and run with `kafka-server-start.sh`.
 
-`start_kafka_cluster()` skips the calling test (pytest.skip, with the reason) when the
-distribution cannot run a broker: no Scala core jar, a failing format, or a broker that
-exits before it serves. A broker that is still running but not ready at the deadline
-is a failure, not a skip: that is a real problem, not a missing piece."""
+`start_kafka_cluster()` raises KafkaUnavailable (the tests' fixture turns it into a skip
+with the reason) when the distribution cannot run a broker: no Scala core jar, a failing
+format, or a broker that exits before it serves. A broker that is still running but not
+ready at the deadline is an AssertionError, not a skip: that is a real problem, not a
+missing piece. bench/kafka_peer.py uses the same code to start a peer for the benchmarks."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 from confluent_kafka.admin import AdminClient
 
 from tests.conftest import free_port
@@ -26,9 +26,14 @@ from tests.java.kafka import App, kafka_home, script, tool_env, write_properties
 START_TIMEOUT_S = 180.0
 FORMAT_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
-# Kafka's own defaults for the JVM (kafka-run-class.sh fills in an empty value), not the
-# quick-start C1-only JIT the short-lived tools get: a broker runs long enough to need C2.
-BROKER_ENV = {"KAFKA_HEAP_OPTS": "-Xmx512m -Xms256m", "KAFKA_JVM_PERFORMANCE_OPTS": ""}
+# The broker gets Kafka's own JVM options (kafka-run-class.sh fills in an empty
+# KAFKA_JVM_PERFORMANCE_OPTS), not the C1-only JIT the short-lived tools get: a broker runs
+# long enough to need C2.
+TEST_HEAP = "-Xmx512m -Xms256m"  # kafka-server-start.sh's own default is -Xmx1G -Xms1G
+
+
+class KafkaUnavailable(Exception):
+    """This $KAFKA_HOME cannot run a stock broker (the message says why)."""
 
 
 def random_cluster_id() -> str:
@@ -117,12 +122,13 @@ def _brokers_up(bootstrap: str) -> int:
 
 def start_kafka_cluster(workdir: Path, nodes: int = 1,
                         overrides: dict[str, object] | None = None,
-                        timeout: float = START_TIMEOUT_S) -> KafkaCluster:
+                        timeout: float = START_TIMEOUT_S,
+                        heap: str = TEST_HEAP) -> KafkaCluster:
     """Format and start `nodes` combined KRaft nodes; return once every broker is
     registered and unfenced (the metadata lists all of them)."""
     reason = core_jar_missing()
     if reason:
-        pytest.skip(reason)
+        raise KafkaUnavailable(reason)
     workdir.mkdir(parents=True, exist_ok=True)
     cluster = KafkaCluster(workdir, random_cluster_id())
     ports = [(free_port(), free_port()) for _ in range(nodes)]
@@ -141,9 +147,11 @@ def start_kafka_cluster(workdir: Path, nodes: int = 1,
         if fmt.returncode != 0:
             cluster.stop()
             last = (fmt.stdout + fmt.stderr).strip().splitlines()[-3:]
-            pytest.skip(f"kafka-storage.sh format failed ({fmt.returncode}): {' | '.join(last)}")
+            raise KafkaUnavailable(
+                f"kafka-storage.sh format failed ({fmt.returncode}): {' | '.join(last)}")
         app = App([script("kafka-server-start.sh"), str(config)], node_dir / "server.out",
-                  env={"LOG_DIR": str(node_dir / "logs"), **BROKER_ENV})
+                  env={"LOG_DIR": str(node_dir / "logs"), "KAFKA_HEAP_OPTS": heap,
+                       "KAFKA_JVM_PERFORMANCE_OPTS": ""})
         cluster.nodes.append(KafkaNode(i + 1, port, cport, node_dir / "data", config, app))
         app.start()
     deadline = time.monotonic() + timeout
@@ -152,7 +160,7 @@ def start_kafka_cluster(workdir: Path, nodes: int = 1,
         if dead:
             tail = dead[0].app.log_tail(15)
             cluster.stop()
-            pytest.skip(f"stock Kafka broker {dead[0].node_id} exited before it served "
+            raise KafkaUnavailable(f"stock Kafka broker {dead[0].node_id} exited before it served "
                         f"(exit {dead[0].app.proc.returncode if dead[0].app.proc else '?'}):"
                         f"\n{tail}")
         if time.monotonic() > deadline:
