@@ -348,6 +348,48 @@ class PartitionLog:
         Idempotent; afterwards the properties keep their last values and other
         methods raise StorageError."""
 
+@final
+class FetchedPartition:
+    """One partition of a Fetch response the follower applied (apply_fetch_response)."""
+
+    topic: str
+    partition: int
+    error_code: int
+    high_watermark: int
+    log_start_offset: int
+    #: bytes of records the leader sent (what a replication quota counts)
+    records_bytes: int
+    #: whether the records went to a log given in `logs`
+    appended: bool
+    #: records appended (0 when none or on an error)
+    record_count: int
+    #: the log's end after the append; -1 when nothing was appended
+    log_end_offset: int
+    #: the exception the append would have raised (UnexpectedAppendOffsetError,
+    #: CorruptRecordError, StorageError, ...), None when it succeeded or did not run
+    error: BaseException | None
+
+@final
+class FetchApplied:
+    """A Fetch response as the follower applied it."""
+
+    correlation_id: int
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    partitions: list[FetchedPartition]
+
+def apply_fetch_response(
+    frame: Buffer, api_version: int, logs: dict[tuple[str, int], PartitionLog]
+) -> FetchApplied:
+    """The replica fetcher's per-response work in one call, without the GIL: walk
+    `frame` (a Fetch response without its size prefix; only version 12, the
+    fetcher's, else ValueError) and append the records of every partition answered
+    without an error to `logs[(topic, partition)]` with append_as_follower (no
+    copy of the records). A partition not in `logs` is reported, not appended. A
+    malformed frame raises CorruptRecordError and appends nothing; a failed append
+    is reported in its partition's `error` and the others go on."""
+
 def crc32c(data: Buffer) -> int:
     """CRC-32C (Castagnoli) of any contiguous buffer."""
 

@@ -4,7 +4,12 @@ replica fetcher (Fetch with replica_id set, OffsetForLeaderEpoch, ListOffsets).
 One request in flight at a time: a fetcher waits for each answer before it
 sends the next, so nothing more is needed. Every call is bounded by a timeout;
 any failure closes the connection and raises BrokerUnreachable, and the caller
-reconnects after its backoff."""
+reconnects after its backoff.
+
+A response frame is read into one receive buffer the connection keeps (grown,
+never shrunk, up to RESPONSE_BYTES_MAX): each byte is copied once, from the
+stream's chunk into it. `request_frame` hands the frame itself to the caller (the
+replica fetcher walks a Fetch answer in Rust); `request` decodes a copy."""
 
 from __future__ import annotations
 
@@ -21,6 +26,9 @@ from pybroker.security.scram import SaslFailed
 #: a response larger than this is refused (a follower asks for at most
 #: replica.fetch.response.max.bytes, so a bigger frame means a broken peer)
 RESPONSE_BYTES_MAX = 256 << 20
+#: the receive buffer's first size; a larger frame replaces it with one twice as big
+FRAME_BUFFER_BYTES_INITIAL = 1 << 20
+INT32 = struct.Struct(">i")
 
 
 class BrokerUnreachable(Exception):
@@ -38,16 +46,30 @@ class BrokerConnection:
         self.timeout_s = timeout_s
         self._stream: anyio.abc.SocketStream | None = None
         self._correlation_id = 0
+        #: bytes received past the last frame (with one request in flight, rarely any)
         self._buffer = bytearray()
+        #: the receive buffer frames are read into (allocated on the first frame)
+        self._frame = bytearray()
 
     async def request(self, api_key: int, api_version: int, body: dict[str, Any],
                       timeout_s: float | None = None) -> dict[str, Any]:
         """Send one request and return the decoded response body."""
+        return await self._call(self._exchange, api_key, api_version, body, timeout_s)
+
+    async def request_frame(self, api_key: int, api_version: int, body: dict[str, Any],
+                            timeout_s: float | None = None) -> memoryview:
+        """Send one request and return its response frame (header and body, without
+        the size prefix; the correlation id checked), undecoded. The view is into the
+        connection's receive buffer: valid until the next request on it."""
+        return await self._call(self._exchange_frame, api_key, api_version, body, timeout_s)
+
+    async def _call(self, exchange: Any, api_key: int, api_version: int,
+                    body: dict[str, Any], timeout_s: float | None) -> Any:
         try:
             with anyio.fail_after(timeout_s if timeout_s is not None else self.timeout_s):
                 if self._stream is None:
                     await self._connect()
-                return await self._exchange(api_key, api_version, body)
+                return await exchange(api_key, api_version, body)
         except BrokerUnreachable:
             await self.close()
             raise
@@ -69,28 +91,51 @@ class BrokerConnection:
 
     async def _exchange(self, api_key: int, api_version: int,
                         body: dict[str, Any]) -> dict[str, Any]:
+        frame = await self._exchange_frame(api_key, api_version, body)
+        # decoded from a copy: decoded records would be views of the receive buffer
+        _, decoded = protocol.decode_response(api_key, api_version, bytes(frame))
+        return decoded
+
+    async def _exchange_frame(self, api_key: int, api_version: int,
+                              body: dict[str, Any]) -> memoryview:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         parts = protocol.encode_request(api_key, api_version, self._correlation_id,
                                         self.client_id, body)
         assert self._stream is not None
         await self._stream.send(b"".join(bytes(p) for p in parts))
-        (size,) = struct.unpack(">i", await self._receive(4))
-        if not 4 <= size <= RESPONSE_BYTES_MAX:
-            raise BrokerUnreachable(f"response size {size} from {self}")
-        frame = await self._receive(size)
-        correlation_id, decoded = protocol.decode_response(api_key, api_version, frame)
+        frame = await self._read_frame()
+        (correlation_id,) = INT32.unpack_from(frame)
         if correlation_id != self._correlation_id:
             raise BrokerUnreachable(
                 f"correlation id {correlation_id} != {self._correlation_id} from {self}")
-        return decoded
+        return frame
 
-    async def _receive(self, count: int) -> bytes:
+    async def _read_frame(self) -> memoryview:
+        """The next response frame, read into the receive buffer."""
         assert self._stream is not None
-        while len(self._buffer) < count:
+        while len(self._buffer) < 4:
             self._buffer += await self._stream.receive()
-        data = bytes(self._buffer[:count])
-        del self._buffer[:count]
-        return data
+        (size,) = INT32.unpack_from(self._buffer)
+        if not 4 <= size <= RESPONSE_BYTES_MAX:
+            raise BrokerUnreachable(f"response size {size} from {self}")
+        if len(self._frame) < size:
+            # a new buffer rather than a resize: a caller's view of the old one stays valid
+            self._frame = bytearray(min(RESPONSE_BYTES_MAX,
+                                        max(size, 2 * len(self._frame),
+                                            FRAME_BUFFER_BYTES_INITIAL)))
+        view = memoryview(self._frame)
+        have = min(len(self._buffer) - 4, size)
+        view[:have] = self._buffer[4:4 + have]
+        del self._buffer[:4 + have]
+        while have < size:
+            # no max_bytes below the chunk's size: the stream would split (copy) it
+            chunk = memoryview(await self._stream.receive(RESPONSE_BYTES_MAX))
+            take = min(len(chunk), size - have)
+            view[have:have + take] = chunk[:take]
+            if take < len(chunk):
+                self._buffer += chunk[take:]
+            have += take
+        return view[:size]
 
     async def close(self) -> None:
         stream, self._stream = self._stream, None

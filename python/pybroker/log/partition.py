@@ -76,7 +76,7 @@ class Partition:
     def append(self, records: memoryview, leader_epoch: int) -> AppendResult:
         """Append as leader: offsets assigned here, batches stamped with leader_epoch."""
         result = self.log.append(records, leader_epoch, int(time.time() * 1000))
-        self._maybe_flush()
+        self.maybe_flush()
         return result
 
     def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
@@ -85,7 +85,7 @@ class Partition:
         result = self.log.append_end_txn_marker(producer_id, producer_epoch, coordinator_epoch,
                                                 commit, leader_epoch,
                                                 int(time.time() * 1000))
-        self._maybe_flush()
+        self.maybe_flush()
         return result
 
     @property
@@ -97,10 +97,10 @@ class Partition:
     def append_as_follower(self, records: memoryview) -> AppendResult:
         """Append the leader's batches as they are (its offsets, epochs, bytes)."""
         result = self.log.append_as_follower(records)
-        self._maybe_flush()
+        self.maybe_flush()
         return result
 
-    def _maybe_flush(self) -> None:
+    def maybe_flush(self) -> None:
         """flush.messages: fsync once that many messages are past the recovery point."""
         if self.log.log_end_offset - self.log.recovery_point >= self.flush_messages:
             self.flush()

@@ -9,7 +9,12 @@ dropped rather than merely hidden below the high watermark. Then it fetches
 from its log end, appending the leader's batches unchanged (same offsets,
 epochs and bytes), and takes the leader's high watermark as far as it has the
 records. Fetches run in an incremental fetch session (KIP-227, fetch/handler.py): after
-the first, a fetch names only the partitions whose position moved."""
+the first, a fetch names only the partitions whose position moved.
+
+Per response, the work is one Rust call without the GIL (_core.apply_fetch_response):
+the answer is read into the connection's receive buffer, walked, and each partition's
+records appended to its log from there, uncopied. Python then handles per partition
+what changes state: the high watermark, the log start, errors and truncation."""
 
 from __future__ import annotations
 
@@ -210,32 +215,43 @@ class ReplicaFetcher:
             "partition_max_bytes": self.config["replica.fetch.max.bytes"]}
             for (topic, index), state in ready.items()}
         wait_ms = self.config["replica.fetch.wait.max.ms"]
-        response = await connection.request(FETCH, FETCH_VERSION, {
+        frame = await connection.request_frame(FETCH, FETCH_VERSION, {
             "replica_id": self.broker_id, "max_wait_ms": wait_ms,
             "min_bytes": self.config["replica.fetch.min.bytes"],
             "max_bytes": self.config["replica.fetch.response.max.bytes"],
             "isolation_level": 0, "rack_id": ""} | self.session.build(wanted),
             timeout_s=wait_ms / 1000 + connection.timeout_s)
-        if not self.session.handle_response(response):
+        # only partitions still followed as asked: a state removed or replaced while
+        # the fetch was out gets nothing appended
+        logs = {key: state.partition.log.log for key, state in ready.items()
+                if self.states.get(key) is state}
+        with frame:
+            try:
+                # the whole answer in one call without the GIL: walked, and every
+                # partition's records appended to its log, in Rust
+                response = _core.apply_fetch_response(frame, FETCH_VERSION, logs)
+            except _core.CorruptRecordError as exc:
+                await connection.close()
+                raise BrokerUnreachable(f"broker {self.leader_id}: {exc}") from exc
+        if not self.session.handle_response({"error_code": response.error_code,
+                                             "session_id": response.session_id}):
             return True  # a session error: the next fetch is a full one, at once
         # an incremental answer leaves out unchanged partitions: no answer is no error
         progressed = False
         failed = False
-        for topic in response["responses"]:
-            for answer in topic["partitions"]:
-                key = (topic["topic"], answer["partition_index"])
-                state = self.states.get(key)
-                if state is None or state is not ready.get(key):
-                    continue  # removed or replaced while the fetch was out
-                if await self._apply(connection, state, answer):
-                    progressed = True
-                else:
-                    failed = True
-                    # sent again in the next fetch, so the leader answers it again
-                    self.session.sent.pop(key, None)
-                records = answer.get("records")
-                if self.quota is not None and records and self._throttled(state):
-                    self.quota.record(len(records))
+        for answer in response.partitions:
+            key = (answer.topic, answer.partition)
+            state = self.states.get(key)
+            if state is None or state is not ready.get(key):
+                continue  # removed or replaced while the fetch was out
+            if await self._apply(connection, state, answer):
+                progressed = True
+            else:
+                failed = True
+                # sent again in the next fetch, so the leader answers it again
+                self.session.sent.pop(key, None)
+            if self.quota is not None and answer.records_bytes and self._throttled(state):
+                self.quota.record(answer.records_bytes)
         return progressed or not failed
 
     def _throttled(self, state: FetchState) -> bool:
@@ -245,21 +261,25 @@ class ReplicaFetcher:
             p.config["follower.replication.throttled.replicas"], p.index, self.broker_id)
 
     async def _apply(self, connection: BrokerConnection, state: FetchState,
-                     answer: dict[str, Any]) -> bool:
+                     answer: _core.FetchedPartition) -> bool:
+        """What follows one partition's answer, its records already appended (or
+        refused) by apply_fetch_response."""
         p = state.partition
-        code = ErrorCode(answer["error_code"])
+        code = ErrorCode(answer.error_code)
         if code == ErrorCode.NONE:
-            records = answer["records"]
-            try:
-                if records is not None and len(records):
-                    p.append_as_follower(memoryview(records), answer["high_watermark"])
-                    state.fetch_offset = p.log_end_offset
-                else:
-                    p.update_follower_high_watermark(answer["high_watermark"])
-                p.follow_log_start_offset(answer["log_start_offset"])
-            except _core.UnexpectedAppendOffsetError as exc:
-                log.warning("%s-%d: %s; truncating by leader epoch again", p.topic, p.index, exc)
+            if isinstance(answer.error, _core.UnexpectedAppendOffsetError):
+                log.warning("%s-%d: %s; truncating by leader epoch again", p.topic, p.index,
+                            answer.error)
                 state.truncated = False
+                return True
+            if answer.error is not None:
+                raise answer.error  # as the append itself would have raised it
+            if answer.appended:
+                p.appended_as_follower(answer.high_watermark)
+                state.fetch_offset = answer.log_end_offset
+            else:
+                p.update_follower_high_watermark(answer.high_watermark)
+            p.follow_log_start_offset(answer.log_start_offset)
             return True
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._reset_out_of_range(connection, state)

@@ -275,6 +275,13 @@ class ReplicaPartition:
         self.update_follower_high_watermark(leader_high_watermark)
         return int(result.record_count)
 
+    def appended_as_follower(self, leader_high_watermark: int) -> None:
+        """The fetcher appended the leader's batches to the log itself (one Rust call
+        per Fetch response, _core.apply_fetch_response): the flush policy and the
+        high watermark follow, as after append_as_follower."""
+        self.log.maybe_flush()
+        self.update_follower_high_watermark(leader_high_watermark)
+
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
         target = min(leader_high_watermark, self.log_end_offset)
         if target != self.high_watermark:

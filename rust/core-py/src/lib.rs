@@ -6,6 +6,7 @@
 
 mod buf;
 mod columnar;
+mod follower;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -284,7 +285,7 @@ impl FileSlice {
 }
 
 /// One partition directory `<topic>-<n>/` of Kafka segment files.
-#[pyclass(module = "pybroker._core")]
+#[pyclass(frozen, module = "pybroker._core")]
 struct PartitionLog {
     log: Mutex<pybroker_log::Log>,
 }
@@ -807,5 +808,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(self::crc32c, m)?)?;
     m.add_function(wrap_pyfunction!(self::decode_batch, m)?)?;
     columnar::register(m)?;
+    follower::register(m)?;
     Ok(())
 }

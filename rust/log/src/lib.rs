@@ -8,6 +8,7 @@ pub mod cleaner;
 pub mod codec;
 pub mod columnar;
 pub mod error;
+pub mod fetch_response;
 mod index_file;
 pub mod leader_epoch;
 pub mod log;

@@ -1,0 +1,113 @@
+"""BrokerConnection's framing over a real socket: frames arriving in odd pieces,
+bytes of the next frame arriving early, a frame larger than the receive buffer,
+and a peer that answers with the wrong correlation id or a nonsense size."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Awaitable, Callable
+
+import anyio
+import anyio.abc
+import pytest
+
+from pybroker.client.connection import (
+    FRAME_BUFFER_BYTES_INITIAL,
+    BrokerConnection,
+    BrokerUnreachable,
+)
+
+INT32 = struct.Struct(">i")
+API_VERSIONS = 18
+
+
+def response(correlation_id: int, payload: bytes) -> bytes:
+    body = INT32.pack(correlation_id) + payload
+    return INT32.pack(len(body)) + body
+
+
+async def read_request(stream: anyio.abc.ByteStream, buffered: bytearray) -> int:
+    """Read one request frame; its correlation id."""
+    while len(buffered) < 4:
+        buffered += await stream.receive()
+    (size,) = INT32.unpack_from(buffered)
+    while len(buffered) < 4 + size:
+        buffered += await stream.receive()
+    correlation_id = INT32.unpack_from(buffered, 8)[0]  # after api key and version
+    del buffered[:4 + size]
+    return correlation_id
+
+
+Serve = Callable[[anyio.abc.SocketStream], Awaitable[None]]
+
+
+def run_against(serve: Serve, client: Callable[[BrokerConnection], Awaitable[None]]) -> None:
+    async def main() -> None:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        async with anyio.create_task_group() as tg:
+            async def handle(stream: anyio.abc.SocketStream) -> None:
+                async with stream:
+                    await serve(stream)
+            tg.start_soon(listener.serve, handle)
+            connection = BrokerConnection("127.0.0.1", port, "test", timeout_s=10)
+            try:
+                await client(connection)
+            finally:
+                await connection.close()
+                tg.cancel_scope.cancel()
+    anyio.run(main)
+
+
+def test_frames_in_pieces_and_early_bytes_of_the_next_one() -> None:
+    big = bytes(range(256)) * (3 * FRAME_BUFFER_BYTES_INITIAL // 256)  # past the first buffer
+
+    async def serve(stream: anyio.abc.SocketStream) -> None:
+        buffered = bytearray()
+        first = await read_request(stream, buffered)
+        one = response(first, b"a" * 1000)
+        two = response(first + 1, b"b" * 10)
+        # the size prefix split, then the rest of frame one with frame two's start
+        await stream.send(one[:2])
+        await anyio.sleep(0.01)
+        await stream.send(one[2:] + two[:7])
+        await stream.send(two[7:])
+        second = await read_request(stream, buffered)
+        assert second == first + 1
+        three = response(second + 1, big)
+        await read_request(stream, buffered)
+        for i in range(0, len(three), 100_000):
+            await stream.send(three[i:i + 100_000])
+        await anyio.sleep(5)
+
+    async def client(connection: BrokerConnection) -> None:
+        one = await connection.request_frame(API_VERSIONS, 0, {})
+        assert bytes(one[4:]) == b"a" * 1000
+        two = await connection.request_frame(API_VERSIONS, 0, {})  # already received
+        assert bytes(two[4:]) == b"b" * 10
+        two_copy = bytes(two)
+        three = await connection.request_frame(API_VERSIONS, 0, {})
+        assert bytes(three[4:]) == big
+        # the buffer grew into a new one: the view of the last frame is left as it was
+        assert bytes(two) == two_copy
+
+    run_against(serve, client)
+
+
+@pytest.mark.parametrize("answer", [
+    lambda cid: response(cid + 1, b""),      # not the request's correlation id
+    lambda cid: INT32.pack(2) + b"xx",       # a frame too small to hold one
+    lambda cid: INT32.pack(-5),              # a negative size
+])
+def test_a_nonsense_answer_closes_the_connection(answer: Callable[[int], bytes]) -> None:
+    async def serve(stream: anyio.abc.SocketStream) -> None:
+        cid = await read_request(stream, bytearray())
+        await stream.send(answer(cid))
+        await anyio.sleep(5)
+
+    async def client(connection: BrokerConnection) -> None:
+        with pytest.raises(BrokerUnreachable):
+            await connection.request_frame(API_VERSIONS, 0, {})
+        assert connection._stream is None
+
+    run_against(serve, client)
