@@ -136,7 +136,7 @@ def create_all(bootstrap: str, total: int, per_topic: int, replication: int,
     names = [f"ctlbench-{run}-{i:04d}" for i in range(max(1, total // per_topic))]
     per: list[float] = []
     answers: list[float] = []
-    probe = LoopLagProbe(bootstrap)
+    probe = LoopLagProbe(bootstrap.split(",")[0])  # the first broker's loop
     probe.start()
     t_start = time.perf_counter()
     for name in names:
@@ -358,10 +358,18 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
         "controller_s": [float(re.search(r"in ([\d.]+) s", line)[1]) for _, line in own],
     }
     cluster.brokers[target].stop()
-    cluster.restart(target)
-    poll_until(lambda: all(len(s["isr"]) == args.replication_factor
-                           for s in states().values()),
-               args.timeout, f"broker {target} back in every ISR")
+    t_start = time.time()
+    cluster.restart(target)  # returns once it answers requests
+    t_serving = time.time()
+    try:
+        t_isr = poll_until(lambda: all(len(s["isr"]) == args.replication_factor
+                                       for s in states().values()),
+                           args.timeout * 3, f"broker {target} back in every ISR")
+    except RuntimeError as exc:
+        print(f"cluster: {exc}; going on", file=sys.stderr, flush=True)
+        t_isr = None
+    result["restart"] = {"broker": target, "serving_s": round(t_serving - t_start, 2),
+                         "in_every_isr_s": round(t_isr - t_start, 2) if t_isr else None}
 
     # kill -9 of the controller
     controller = cluster.controller()
@@ -404,6 +412,9 @@ def report_cluster(r: dict[str, Any]) -> None:
     print(f"  controlled shutdown of broker {c['broker']} ({c['leaderships']} leaderships): "
           f"moved in {c['moved_s']:.2f} s (polled), controller's work {c['controller_s']} s, "
           f"process exited after {c['exited_s']:.2f} s")
+    b = r["restart"]
+    print(f"  restart of broker {b['broker']}: serving after {b['serving_s']:.2f} s, in every "
+          f"ISR after {b['in_every_isr_s']} s")
     f = r["controller_failover"]
     print(f"  kill -9 of controller {f['killed']} ({f['leaderships']} leaderships): broker "
           f"{f['new']} controller after {f['new_controller_s']:.2f} s (its log: elected "

@@ -4,10 +4,12 @@ for replica.lag.time.max.ms leaves the ISR, a follower whose log end reached
 the high watermark joins it.
 
 Each change is a conditional write of the partition's state, on the version
-this leader last saw: if the controller moved leadership meanwhile (or this
-broker is a zombie whose session expired), the write fails and nothing
-changes — the new state arrives through the metadata watches instead. The
-controller is told through an ISR change notification."""
+this leader last saw (the changes of one round go together, one store write per
+batch of states, each still conditional on its own version): if the controller
+moved leadership meanwhile (or this broker is a zombie whose session expired),
+the write fails and nothing changes — the new state arrives through the
+metadata watches instead. The controller is told through an ISR change
+notification."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from collections.abc import Container
 
 import anyio
 
-from pybroker.coordination.base import CoordinationBackend
+from pybroker.coordination.base import CoordinationBackend, StateUpdate
 from pybroker.coordination.errors import CoordinationError, StaleVersion
 from pybroker.coordination.znodes import LeaderAndIsr
 from pybroker.errors import KafkaError
@@ -53,16 +55,19 @@ class IsrManager:
             self.replicas.on_isr_candidate = self._expand.set
             for partition in list(self._unsure):
                 await self._settle_unsure(partition)
+            changes: list[tuple[ReplicaPartition, list[int], bool]] = []
             for partition in list(self.replicas.partitions.values()):
                 if not partition.is_leader:
                     continue
                 shrunk = partition.isr_to_shrink(self.lag_time_max_ms)
                 if shrunk is not None:
-                    await self._write(partition, shrunk, expand=False)
+                    changes.append((partition, shrunk, False))
                     continue
                 grown = partition.isr_to_expand(self._eligible(partition))
                 if grown is not None:
-                    await self._write(partition, grown, expand=True)
+                    changes.append((partition, grown, True))
+            if changes:
+                await self._write(changes)
 
     def _eligible(self, partition: ReplicaPartition) -> Container[int]:
         """Who may join the ISR: live brokers, except replicas a reassignment is
@@ -90,40 +95,61 @@ class IsrManager:
         if stored is not None and stored.version == partition.state_version:
             partition.pending_isr = []
 
-    async def _write(self, partition: ReplicaPartition, isr: list[int], expand: bool) -> None:
-        known = self.listener.states.get((partition.topic, partition.index))
-        if known is None or known.version != partition.state_version:
-            return  # a newer state is on its way through the watches
-        state = known.state
-        if state.leader != partition.broker_id or state.leader_epoch != partition.leader_epoch:
-            return
-        new = LeaderAndIsr(controller_epoch=state.controller_epoch, leader=state.leader,
-                           leader_epoch=state.leader_epoch, isr=isr,
-                           leader_recovery_state=state.leader_recovery_state)
-        if expand:
-            partition.pending_isr = list(isr)
-        try:
-            version = await self.backend.update_partition_state(
-                partition.topic, partition.index, new, known.version, lease=None)
-        except StaleVersion:
-            log.info("%s-%d: ISR change to %s lost a race (version %d); waiting for the new "
-                     "state", partition.topic, partition.index, isr, known.version)
-            return
-        except CoordinationError as exc:
-            # the write may still have happened: the joining follower keeps holding
-            # the high watermark back until the stored state arrives (ours or newer)
-            log.warning("%s-%d: ISR change to %s failed: %s", partition.topic, partition.index,
-                        isr, exc)
+    async def _write(self, changes: list[tuple[ReplicaPartition, list[int], bool]]) -> None:
+        """Write the ISR changes of this round together: one store write per batch of
+        states (each still conditional on the version this leader last saw), then one
+        change notification for all of them (Kafka's leaders also sent theirs in
+        batches, isr_change_notification every few seconds)."""
+        updates: list[StateUpdate] = []
+        planned: dict[tuple[str, int], tuple[ReplicaPartition, list[int], bool]] = {}
+        for partition, isr, expand in changes:
+            known = self.listener.states.get((partition.topic, partition.index))
+            if known is None or known.version != partition.state_version:
+                continue  # a newer state is on its way through the watches
+            state = known.state
+            if (state.leader != partition.broker_id
+                    or state.leader_epoch != partition.leader_epoch):
+                continue
+            new = LeaderAndIsr(controller_epoch=state.controller_epoch, leader=state.leader,
+                               leader_epoch=state.leader_epoch, isr=isr,
+                               leader_recovery_state=state.leader_recovery_state)
             if expand:
-                self._unsure.add(partition)
+                partition.pending_isr = list(isr)
+            updates.append(StateUpdate(partition.topic, partition.index, new, known.version))
+            planned[(partition.topic, partition.index)] = (partition, isr, expand)
+        if not updates:
             return
-        log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, partition.isr, isr)
-        if expand:
-            self.metrics.isr_expands += 1
-        else:
-            self.metrics.isr_shrinks += 1
-        partition.isr_changed(isr, version)
         try:
-            await self.backend.notify_isr_change([(partition.topic, partition.index)])
+            outcomes = await self.backend.update_partition_states(updates, None)
+        except CoordinationError as exc:
+            # the writes may still have happened: a joining follower keeps holding the
+            # high watermark back until the stored state arrives (ours or newer)
+            log.warning("ISR change of %d partition(s) failed: %s", len(updates), exc)
+            self._unsure.update(p for p, _, expand in planned.values() if expand)
+            return
+        written: list[tuple[str, int]] = []
+        for key, (partition, isr, expand) in planned.items():
+            outcome = outcomes.get(key)
+            if isinstance(outcome, StaleVersion):
+                log.info("%s-%d: ISR change to %s lost a race (version %d); waiting for the "
+                         "new state", partition.topic, partition.index, isr,
+                         outcome.expected_version)
+                continue
+            if not isinstance(outcome, int):
+                log.info("%s-%d: ISR change to %s: %s", partition.topic, partition.index, isr,
+                         outcome)
+                continue
+            log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, partition.isr,
+                     isr)
+            if expand:
+                self.metrics.isr_expands += 1
+            else:
+                self.metrics.isr_shrinks += 1
+            partition.isr_changed(isr, outcome)
+            written.append(key)
+        if not written:
+            return
+        try:
+            await self.backend.notify_isr_change(written)
         except CoordinationError as exc:
             log.info("ISR change notification failed: %s", exc)
