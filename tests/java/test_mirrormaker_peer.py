@@ -6,6 +6,11 @@ translated by MirrorCheckpointConnector (sync.group.offsets.enabled) onto the ta
 a consumer of that group on the target resumes exactly where it stopped: it reads the
 remaining 40,000 records, none missing and none twice.
 
+A second test mirrors a transactional source (MM2's consumer at read_committed): 80 of
+100 transactions committed, the target gets only their records at dense offsets while the
+source's offsets skip a commit marker per transaction and the aborted records, and the
+group is translated exactly across those gaps.
+
 Exactness is what MM2 promises here: offset.lag.max=0 makes every replicated record an
 offset sync (the latest one per partition is always kept and sent), and with a source
 topic written by one plain producer (no transactions) upstream and downstream offsets
@@ -15,7 +20,8 @@ Skipped without KAFKA_HOME, or when the distribution cannot run a broker."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
@@ -47,7 +53,7 @@ def value_of(i: int) -> bytes:
     return f"record-{i:06d}".encode()
 
 
-def expected(records: range) -> dict[int, list[bytes]]:
+def expected(records: Iterable[int]) -> dict[int, list[bytes]]:
     """Per partition, the values the producer wrote there, in offset order."""
     out: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     for i in records:
@@ -55,7 +61,7 @@ def expected(records: range) -> dict[int, list[bytes]]:
     return out
 
 
-def counts(records: range) -> dict[int, int]:
+def counts(records: Iterable[int]) -> dict[int, int]:
     return {p: len(v) for p, v in expected(records).items()}
 
 
@@ -155,7 +161,7 @@ def consume_as_group(bootstrap: str, topic: str, n: int,
     return got
 
 
-def mm2_properties(path: Path, source: str, target: str) -> Path:
+def mm2_properties(path: Path, source: str, target: str, **extra: str) -> Path:
     return write_properties(path, {
         "clusters": f"{SOURCE}, {TARGET}",
         f"{SOURCE}.bootstrap.servers": source, f"{TARGET}.bootstrap.servers": target,
@@ -167,7 +173,7 @@ def mm2_properties(path: Path, source: str, target: str) -> Path:
         "refresh.topics.interval.seconds": "2", "refresh.groups.interval.seconds": "2",
         "emit.checkpoints.interval.seconds": "1", "emit.heartbeats.interval.seconds": "1",
         "sync.group.offsets.enabled": "true", "sync.group.offsets.interval.seconds": "1",
-        "offset.lag.max": "0"})
+        "offset.lag.max": "0", **extra})
 
 
 BootstrapOf = Callable[[str], str]
@@ -184,16 +190,23 @@ def start_side(stock_kafka_factory: StockKafkaFactory,
     return start
 
 
-@pytest.mark.parametrize(("source_kind", "target_kind"), [
+DIRECTIONS = pytest.mark.parametrize(("source_kind", "target_kind"), [
     ("kafka", "pybroker"), ("pybroker", "kafka"), ("kafka", "kafka")],
     ids=["kafka-to-pybroker", "pybroker-to-kafka", "kafka-to-kafka"])
+
+
+def create_topic(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures need the handle
+    admin.create_topics(
+        [NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])[TOPIC].result(60)
+
+
+@DIRECTIONS
 def test_mirror_100k_records_and_translate_group_offsets(
         start_side: BootstrapOf, source_kind: str, target_kind: str, tmp_path: Path,
         record_property: Callable[[str, object], None]) -> None:
     source, target = start_side(source_kind), start_side(target_kind)
-    admin = AdminClient({"bootstrap.servers": source})  # kept: its futures need the handle
-    admin.create_topics(
-        [NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])[TOPIC].result(60)
+    create_topic(source)
     first, rest, every = range(FIRST), range(FIRST, RECORDS), range(RECORDS)
     produce(source, first)
 
@@ -238,3 +251,78 @@ def test_mirror_100k_records_and_translate_group_offsets(
     record_property("replicated_s", round(replicated_s, 1))
     print(f"\n{source_kind} -> {target_kind}: {RECORDS} records mirrored and checked in "
           f"{replicated_s:.0f} s from MM2 start (group offsets translated exactly)")
+
+
+# --- a transactional source: upstream offsets with gaps (control records, aborted data) --
+TXN_SIZE = 200  # records per transaction, spread over every partition
+TXNS = 100
+TXN_FIRST = 60  # transactions the group reads and commits on the source before moving
+
+
+def aborted(txn: int) -> bool:
+    return txn % 5 == 4
+
+
+def txn_records(txns: range) -> list[int]:
+    """The records of the committed transactions among `txns`."""
+    return [i for t in txns if not aborted(t) for i in range(t * TXN_SIZE, (t + 1) * TXN_SIZE)]
+
+
+def produce_transactions(bootstrap: str, txns: range) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                         "transactional.id": f"mm2-peer-{uuid.uuid4().hex[:8]}"})
+    producer.init_transactions(60)
+    for t in txns:
+        producer.begin_transaction()
+        for i in range(t * TXN_SIZE, (t + 1) * TXN_SIZE):
+            producer.produce(TOPIC, key=str(i).encode(), value=value_of(i),
+                             partition=partition_of(i))
+        if aborted(t):
+            producer.abort_transaction(60)
+        else:
+            producer.commit_transaction(60)
+
+
+@DIRECTIONS
+def test_mirror_transactional_source_translates_offsets_across_markers(
+        start_side: BootstrapOf, source_kind: str, target_kind: str, tmp_path: Path) -> None:
+    """MM2's source consumer at read_committed: the aborted records stay behind, the
+    target's offsets are dense while the source's skip a control record per transaction
+    (and the aborted records), and the group's offsets are still translated exactly."""
+    source, target = start_side(source_kind), start_side(target_kind)
+    create_topic(source)
+    first, every = txn_records(range(TXN_FIRST)), txn_records(range(TXNS))
+    rest = txn_records(range(TXN_FIRST, TXNS))
+    produce_transactions(source, range(TXN_FIRST))
+    source_ends = high_watermarks(source, TOPIC)
+    assert all(source_ends[p] > n for p, n in counts(first).items())  # markers, aborted data
+
+    props = mm2_properties(tmp_path / "mm2.properties", source, target,
+                           **{f"{SOURCE}.consumer.isolation.level": "read_committed"})
+    mm2 = app("connect-mirror-maker.sh", str(props), log_path=tmp_path / "mm2.log")
+    running: list[App] = [mm2.start()]
+    try:
+        read = consume_as_group(source, TOPIC, len(first), commit=True)  # read_committed
+        assert {p: [v for _, v in r] for p, r in read.items()} == expected(first)
+        wait_until(lambda: high_watermarks(target, REMOTE) == counts(first),
+                   REPLICATION_TIMEOUT_S, f"{REMOTE} on the target to hold the committed "
+                   f"records of {TXN_FIRST} transactions", on_timeout=mm2.log_tail)
+        wait_until(lambda: committed(target, REMOTE) == counts(first), TRANSLATION_TIMEOUT_S,
+                   f"group {GROUP}'s offsets translated onto the target",
+                   on_timeout=lambda: f"{committed(target, REMOTE)}\n" + mm2.log_tail())
+
+        produce_transactions(source, range(TXN_FIRST, TXNS))
+        wait_until(lambda: high_watermarks(target, REMOTE) == counts(every),
+                   REPLICATION_TIMEOUT_S, f"{REMOTE} on the target to hold every committed "
+                   "record", on_timeout=mm2.log_tail)
+        on_target = read_partitions(target, REMOTE, counts(every))
+        for p, values in expected(every).items():
+            assert [v for _, _, v in on_target[p]] == values, f"partition {p} differs"
+
+        resumed = consume_as_group(target, REMOTE, len(rest), commit=False)
+        for p, values in expected(rest).items():
+            assert [o for o, _ in resumed[p]][:1] == [counts(first)[p]], f"partition {p}"
+            assert [v for _, v in resumed[p]] == values, f"partition {p}: gap or duplicate"
+    finally:
+        for proc in running:
+            proc.stop(60)
