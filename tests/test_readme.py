@@ -11,11 +11,15 @@ Two ways in, as the README gives them:
   directory of its own with `dist/` holding that wheel, and a PATH with no cargo or rustc
   on it -- so the wheel installs and runs with no Rust toolchain.
 
-Every block from `serve` on runs, in README order -- the cluster (a real ZooKeeper and
-three brokers in the background), the configuration, security and Spark sections
-included -- in a directory holding the repository's `config/`, as a fresh clone has it.
-The cluster blocks are left out only where ZooKeeper or Java is not installed, the Spark
-block only where pyspark or Java is not (the wheel's virtualenv has no `[spark]` extra).
+Every block from `serve` on runs, in README order -- load-test and compare, the cluster
+(a real ZooKeeper and three brokers in the background), the configuration, security,
+verifiable-tools and Spark sections included -- in a directory holding the repository's
+`config/`, as a fresh clone has it. The stock Kafka `compare` is shown against is a
+second `pybroker serve` here, on the port the README gives Kafka. The cluster blocks are
+left out only where ZooKeeper or Java is not installed, the Spark block only where
+pyspark or Java is not (the wheel's virtualenv has no `[spark]` extra), the load-test
+block only where locust is not (nor has it the `[load]` extra: tests/test_wheel_load.py
+runs load-test from the wheel with it).
 
 The only change made to the README's text and to `config/`: each port the README uses
 (9092, the cluster's, ZooKeeper's) becomes a free one. Lines of a block that are whole
@@ -43,15 +47,20 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 CONFIG = ROOT / "config"
 README_PORT = "9092"
-#: every port the README and config/ use: the broker's, the cluster's three and its
-#: ZooKeeper's, the SASL broker's, local-cluster's ZooKeeper's
-README_PORTS = ("9092", "9191", "9192", "9193", "2181", "9094", "2281")
+#: every port the README and config/ use: the broker's, compare's stock Kafka peer's, the
+#: cluster's three and its ZooKeeper's, the SASL broker's, local-cluster's ZooKeeper's
+README_PORTS = ("9092", "9093", "9191", "9192", "9193", "2181", "9094", "2281")
+#: the stock Kafka `compare` is run against: a second pybroker stands in for it here
+PEER_PORT = "9093"
 #: local-cluster's brokers: --port and the ports after it, a run of free ones
 README_PORT_RUN = ("9291", "9292", "9293")
 #: the blocks that need a ZooKeeper (and Java), and the one that needs pyspark and Java
 CLUSTER_BLOCKS = ("cluster", "reassign", "cluster-stop", "local-cluster",
                   "local-cluster-stop")
 SPARK_BLOCKS = ("spark",)
+#: the blocks that need the `load` extra (locust), which the wheel's virtualenv has not
+#: (tests/test_wheel_load.py runs load-test from the wheel with it)
+LOAD_BLOCKS = ("load-test",)
 #: blocks before `serve`: the install
 INSTALL_BLOCKS = ("venv", "install-source", "install-wheel")
 #: installing the wheel's dependencies from PyPI into a fresh virtualenv
@@ -207,7 +216,34 @@ def runnable(blocks: dict[str, Block], workdir: Path, env: dict[str, str],
     spark = run_bash(f"{activate}\npython -c 'import pyspark'", workdir, env, 60)
     if spark.returncode != 0 or shutil.which("java", path=env.get("PATH")) is None:
         names = [n for n in names if n not in SPARK_BLOCKS]
+    locust = run_bash(f"{activate}\npython -c 'import locust'", workdir, env, 60)
+    if locust.returncode != 0:
+        names = [n for n in names if n not in LOAD_BLOCKS]
     return names
+
+
+def start_broker(command: str, port: int, workdir: Path, env: dict[str, str],
+                 log: Path) -> subprocess.Popen[bytes]:
+    """`command` (a `pybroker serve ...`) in a shell of its own, listening on `port`."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(["bash", "--noprofile", "--norc", "-c", command],
+                                cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+    try:
+        wait_listening(proc, port, log)
+    except BaseException:
+        stop_broker(proc)
+        raise
+    return proc
+
+
+def stop_broker(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(SERVE_STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def walkthrough(blocks: dict[str, Block], workdir: Path, env: dict[str, str],
@@ -221,22 +257,21 @@ def walkthrough(blocks: dict[str, Block], workdir: Path, env: dict[str, str],
     port = int(ports[README_PORT])
     names = runnable(blocks, workdir, env, activate)
     log = workdir / "serve.log"
-    with open(log, "wb") as out:
-        server = subprocess.Popen(
-            ["bash", "--noprofile", "--norc", "-c", f"{activate}\nexec {serve}"],
-            cwd=workdir, env=env, stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL)
+    brokers = []
     try:
-        wait_listening(server, port, log)
+        brokers.append(server := start_broker(f"{activate}\nexec {serve}", port, workdir,
+                                              env, log))
+        if "compare" in names:  # the stock Kafka it compares with: another pybroker here
+            peer = int(ports[PEER_PORT])
+            brokers.append(start_broker(
+                f"{activate}\nexec pybroker serve --override "
+                f"listeners=PLAINTEXT://127.0.0.1:{peer} --override log.dirs=peer-data",
+                peer, workdir, env, workdir / "peer.log"))
         result = run_bash(script([blocks[name] for name in names], ports, activate),
                           workdir, env, WALKTHROUGH_TIMEOUT_S)
     finally:
-        server.terminate()
-        try:
-            server.wait(SERVE_STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        for proc in brokers:
+            stop_broker(proc)
     check_output(result, blocks, names, workdir)
     assert server.returncode == 0, log.read_text()
     return result
@@ -283,6 +318,23 @@ def check_output(result: subprocess.CompletedProcess[str], blocks: dict[str, Blo
         assert "Deleted play" in out["local-cluster-stop"], out["local-cluster-stop"]
     if "security" in names:  # the wrong password: the broker's reason, at once
         assert "Invalid username or password" in err["security"], err["security"]
+    if "load-test" in names:  # locust's table (on stderr): produce and fetch, none failed
+        shown = out["load-test"] + err["load-test"]
+        rows = [line.split() for line in shown.splitlines()
+                if line.startswith(("produce ", "fetch ")) and "%) |" in line]
+        assert {row[0] for row in rows} == {"produce", "fetch"}, shown
+        for row in rows:  # `# fails` is the first `n(p%)` column
+            assert next(c for c in row if c.endswith("%)")).startswith("0("), row
+        assert (workdir / "load_stats.csv").is_file()
+    if "compare" in names:  # both sides measured
+        shown = out["compare"]
+        for phase in ("produce", "consume", "end-to-end"):
+            assert f"\n{phase} 100 B records, 8 partitions" in shown, shown
+        if "load-test" in names:  # the `load` extra's psutil: CPU and RSS, found by port
+            assert re.search(r"peak RSS MB +[\d,]+ +[\d,]+ +[\d.]+x", shown), shown
+    verifiable = out["verifiable"]
+    assert '"name":"shutdown_complete"' in verifiable.replace(" ", ""), verifiable
+    assert "Avg latency:" in verifiable, verifiable
     dump = out["dump-log-segments"].splitlines()
     assert dump[:2] == ["Dumping pybroker-data/demo-0/00000000000000000000.log",
                         "Log starting offset: 0"], dump
@@ -291,8 +343,8 @@ def check_output(result: subprocess.CompletedProcess[str], blocks: dict[str, Blo
 def test_readme_blocks_are_all_there() -> None:
     blocks = readme_blocks()
     for name in (*INSTALL_BLOCKS, "serve", "quickstart", "configuration", *CLUSTER_BLOCKS,
-                 "security", "tools", "tools-describe", "consumer-groups",
-                 "dump-log-segments", *SPARK_BLOCKS):
+                 "security", *LOAD_BLOCKS, "compare", "tools", "tools-describe",
+                 "verifiable", "consumer-groups", "dump-log-segments", *SPARK_BLOCKS):
         assert name in blocks, f"README has no walkthrough block {name!r}"
     assert list(blocks)[:len(INSTALL_BLOCKS) + 1] == [*INSTALL_BLOCKS, "serve"]
     # every command talks to a broker (or ZooKeeper) the README starts, on a port the

@@ -9,6 +9,7 @@ import sys
 
 from confluent_kafka.admin import AdminClient
 
+from pybroker.tools._load import workload
 from tests.conftest import BrokerFactory
 
 RECORDS = 500
@@ -75,8 +76,13 @@ def test_compare_table(broker_factory: BrokerFactory) -> None:
                           "latency p99.9"]
     for values in rows.values():
         assert len(values) == 3 and values[2].endswith("x")
-    # no PIDs: no CPU or RSS rows rather than rows of n/a
-    assert "CPU s/GB" not in result.stdout and "peak RSS MB" not in result.stdout
+    # no PIDs given: each broker is found by its port, this machine's process on it
+    assert target.proc is not None and peer.proc is not None
+    assert workload.listener_pid(target.bootstrap) == target.proc.pid
+    assert workload.listener_pid(peer.bootstrap) == peer.proc.pid
+    for label in ("CPU s/GB", "peak RSS MB"):
+        row = next(line for line in lines[head:] if line.startswith(f"  {label}"))
+        assert "n/a" not in row, row
     assert f"consume 200 B records, 1 partition, {RECORDS} records" in lines
     assert not [line for line in lines if line.startswith("end-to-end")]  # --e2e-records 0
 

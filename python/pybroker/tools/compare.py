@@ -13,7 +13,8 @@ acknowledged and read back by a consumer waiting at the log's end); the sides
 alternate (pybroker, peer, pybroker, peer, ...) so that a machine's drift hits both.
 Printed: records/s and MB/s (payload bytes, MB = 10**6 bytes), latency percentiles
 (produce: to the ack; end-to-end: to the consumer), and the broker's CPU seconds per
-GB and peak RSS where its PID is given (--pid, --peer-pid); the ratio column is
+GB and peak RSS where its PID is known (--pid, --peer-pid; for a broker on this machine,
+the process listening on its port, found with psutil); the ratio column is
 pybroker / peer (medians over --repeat). The topics are deleted afterwards. With
 --json the progress lines go to stderr and stdout is the JSON alone. CPU and RSS need
 psutil: pip install "pybroker[load]"."""
@@ -58,10 +59,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
                         help="pybroker (default $PYBROKER_BOOTSTRAP_SERVER, else "
                              "localhost:9092)")
-    parser.add_argument("--pid", type=int, help="pybroker's PID, for its CPU and RSS")
+    parser.add_argument("--pid", type=int,
+                        help="pybroker's PID, for its CPU and RSS (default: the process "
+                             "listening on its port, when it runs on this machine)")
     parser.add_argument("--peer", required=True, metavar="HOST:PORT",
                         help="the broker to compare with (a stock Kafka you run)")
-    parser.add_argument("--peer-pid", type=int, help="the peer's PID, for its CPU and RSS")
+    parser.add_argument("--peer-pid", type=int,
+                        help="the peer's PID, for its CPU and RSS (default: the process "
+                             "listening on its port, when it runs on this machine)")
     parser.add_argument("--records", type=int, default=200_000,
                         help="records per workload and side (default 200000)")
     parser.add_argument("--sizes", default="100,1024",
@@ -172,6 +177,12 @@ def run(args: argparse.Namespace) -> int:
         raise ToolError('--pid and --peer-pid need psutil: pip install "pybroker[load]"')
     _bootstrap.parse(args.peer)  # HOST:PORT, or a one-line refusal
     _bootstrap.probe(_bootstrap.parse(args.peer))
+    # a broker on this machine: the process on its port (stock Kafka's is a java whose
+    # command line a pgrep has to guess)
+    if args.pid is None:
+        args.pid = workload.listener_pid(args.bootstrap_server)
+    if args.peer_pid is None:
+        args.peer_pid = workload.listener_pid(args.peer)
     sides = {"pybroker": (args.bootstrap_server, args.pid), "peer": (args.peer, args.peer_pid)}
     for bootstrap, _pid in sides.values():
         try:

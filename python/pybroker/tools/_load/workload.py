@@ -7,6 +7,7 @@ topic and reads what it wrote from offset 0 of every partition (assign(), no gro
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import subprocess
@@ -66,6 +67,32 @@ def wait_ready(bootstrap: str, timeout: float, proc: subprocess.Popen[bytes] | N
 
 # --------------------------------------------------------------------------------------------
 # resource monitoring
+
+
+def listener_pid(bootstrap: str) -> int | None:
+    """The PID of the process listening, on this machine, on the port of `bootstrap`'s
+    first address when that address is this machine's (psutil; None when it is not, or
+    when it cannot be told: no psutil, a listener of another user's hidden from us)."""
+    if psutil is None:
+        return None
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    if not port.isdigit():
+        return None
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host.strip("[]"), int(port),
+                                                                 proto=socket.IPPROTO_TCP)}
+        local = {a.address for nics in psutil.net_if_addrs().values() for a in nics}
+        if not addresses & local and not any(ipaddress.ip_address(a.split("%")[0]).is_loopback
+                                             for a in addresses):
+            return None
+        for conn in psutil.net_connections(kind="tcp"):
+            if (conn.status == psutil.CONN_LISTEN and conn.laddr and conn.pid
+                    and conn.laddr.port == int(port)
+                    and (conn.laddr.ip in addresses or conn.laddr.ip in ("0.0.0.0", "::"))):
+                return int(conn.pid)
+    except (OSError, ValueError, psutil.Error):
+        return None
+    return None
 
 
 class Monitor:
