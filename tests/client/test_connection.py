@@ -111,3 +111,14 @@ def test_a_nonsense_answer_closes_the_connection(answer: Callable[[int], bytes])
         assert connection._stream is None
 
     run_against(serve, client)
+
+
+def test_a_refused_connection_is_unreachable() -> None:
+    async def main() -> None:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        await listener.aclose()  # nobody listens there now
+        connection = BrokerConnection("127.0.0.1", port, "test", timeout_s=10)
+        with pytest.raises(BrokerUnreachable):
+            await connection.request_frame(API_VERSIONS, 0, {})
+    anyio.run(main)

@@ -7,9 +7,10 @@ any failure closes the connection and raises BrokerUnreachable, and the caller
 reconnects after its backoff.
 
 A response frame is read into one receive buffer the connection keeps (grown,
-never shrunk, up to RESPONSE_BYTES_MAX): each byte is copied once, from the
-stream's chunk into it. `request_frame` hands the frame itself to the caller (the
-replica fetcher walks a Fetch answer in Rust); `request` decodes a copy."""
+never shrunk, up to RESPONSE_BYTES_MAX); on a plaintext connection straight from
+the socket (client/transport.py). `request_frame` hands the frame itself to the
+caller (the replica fetcher walks a Fetch answer in Rust); `request` decodes a
+copy."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ import struct
 from typing import Any
 
 import anyio
-import anyio.abc
 
 from pybroker import protocol
+from pybroker.client import transport
 from pybroker.security.inter_broker import InterBrokerSecurity
 from pybroker.security.scram import SaslFailed
 
@@ -44,10 +45,9 @@ class BrokerConnection:
         self.port = port
         self.client_id = client_id
         self.timeout_s = timeout_s
-        self._stream: anyio.abc.SocketStream | None = None
+        self._stream: transport.Transport | None = None
         self._correlation_id = 0
-        #: bytes received past the last frame (with one request in flight, rarely any)
-        self._buffer = bytearray()
+        self._size = bytearray(4)
         #: the receive buffer frames are read into (allocated on the first frame)
         self._frame = bytearray()
 
@@ -80,12 +80,8 @@ class BrokerConnection:
 
     async def _connect(self) -> None:
         security = self.security
-        if security is None or security.ssl_context is None:
-            self._stream = await anyio.connect_tcp(self.host, self.port)
-        else:
-            self._stream = await anyio.connect_tcp(
-                self.host, self.port, ssl_context=security.ssl_context,
-                tls_standard_compatible=False)
+        self._stream = await transport.connect(
+            self.host, self.port, security.ssl_context if security is not None else None)
         if security is not None:
             await security.authenticate(self._exchange)
 
@@ -111,11 +107,10 @@ class BrokerConnection:
         return frame
 
     async def _read_frame(self) -> memoryview:
-        """The next response frame, read into the receive buffer."""
-        assert self._stream is not None
-        while len(self._buffer) < 4:
-            self._buffer += await self._stream.receive()
-        (size,) = INT32.unpack_from(self._buffer)
+        """The next response frame, read into the receive buffer. Nothing past the
+        frame is asked for, so nothing is left over for the next one."""
+        await self._receive_exactly(memoryview(self._size))
+        (size,) = INT32.unpack(self._size)
         if not 4 <= size <= RESPONSE_BYTES_MAX:
             raise BrokerUnreachable(f"response size {size} from {self}")
         if len(self._frame) < size:
@@ -123,23 +118,18 @@ class BrokerConnection:
             self._frame = bytearray(min(RESPONSE_BYTES_MAX,
                                         max(size, 2 * len(self._frame),
                                             FRAME_BUFFER_BYTES_INITIAL)))
-        view = memoryview(self._frame)
-        have = min(len(self._buffer) - 4, size)
-        view[:have] = self._buffer[4:4 + have]
-        del self._buffer[:4 + have]
-        while have < size:
-            # no max_bytes below the chunk's size: the stream would split (copy) it
-            chunk = memoryview(await self._stream.receive(RESPONSE_BYTES_MAX))
-            take = min(len(chunk), size - have)
-            view[have:have + take] = chunk[:take]
-            if take < len(chunk):
-                self._buffer += chunk[take:]
-            have += take
-        return view[:size]
+        view = memoryview(self._frame)[:size]
+        await self._receive_exactly(view)
+        return view
+
+    async def _receive_exactly(self, view: memoryview) -> None:
+        assert self._stream is not None
+        have = 0
+        while have < len(view):
+            have += await self._stream.receive_into(view[have:])
 
     async def close(self) -> None:
         stream, self._stream = self._stream, None
-        self._buffer.clear()
         if stream is not None:
             with anyio.CancelScope(shield=True):
                 await stream.aclose()
