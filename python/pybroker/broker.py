@@ -199,7 +199,9 @@ class Broker:
             if changed & CONNECTION_LIMIT_KEYS else None)
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(controller.run)
+                # a single node is its controller before it serves (its first election
+                # writes the controller epoch, on a worker thread)
+                await tg.start(controller.run)
                 for sock, item in zip(sockets, self.listeners, strict=True):
                     tg.start_soon(server.accept_loop, tg, sock, item)
                 tg.start_soon(server.run)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import struct
+import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -140,6 +141,23 @@ class InProcessBroker:
         correlation_id, decoded = decode_response(api_key, version, response[4:])
         assert correlation_id == self._correlation
         return decoded
+
+    def wait_led(self, topics: Sequence[str], timeout: float = ANSWER_TIMEOUT_S) -> None:
+        """Until this broker's metadata shows every partition of `topics` with a leader:
+        CreateTopics answers once a topic is written, before its leaders are up (as
+        Kafka 4.0's does), and a request sent before then is refused as a client would
+        be (NOT_LEADER_OR_FOLLOWER, retried by real clients)."""
+        assert self.broker.context is not None
+        metadata = self.broker.context.metadata
+        deadline = time.monotonic() + timeout
+
+        def led(name: str) -> bool:
+            record = metadata.topic(name)
+            return record is not None and all(p.leader >= 0 for p in record.partitions)
+
+        while not all(led(name) for name in topics):
+            assert time.monotonic() < deadline, f"{topics} not led after {timeout} s"
+            time.sleep(0.01)
 
     def close(self) -> None:
         """Cancel what still waits, stop the broker (a clean shutdown) and its loop."""

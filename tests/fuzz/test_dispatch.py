@@ -120,6 +120,7 @@ def fuzz(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker]:
         resp = broker.request(CREATE_TOPICS, 4, {"timeout_ms": 5000, "topics": [
             {"name": n, "num_partitions": p, "replication_factor": 1} for n, p in topics]})
         assert all(t["error_code"] == 0 for t in resp["topics"]), resp
+        broker.wait_led([n for n, _ in topics])
         yield broker
     finally:
         broker.close()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Consumer, TopicPartition
 
 from . import rawclient
-from .helpers import METADATA, OP_TIMEOUT_S, admin, create_topic, topic_id
+from .helpers import METADATA, OP_TIMEOUT_S, admin, create_topic, topic_id, wait_topic
 from .protoclient import ProtoClient
 
 if TYPE_CHECKING:
@@ -139,6 +139,8 @@ def test_create_topics_returns_the_id_and_delete_topics_takes_it(broker: Broker,
         (topic,) = created["topics"]
         assert topic["error_code"] == 0, topic
         tid = topic["topic_id"]
+        # answered once written (Kafka 4.0): Metadata has it once its leaders are up
+        wait_topic(broker.bootstrap, topic_name, 2)
         assert tid == topic_id(broker.bootstrap, topic_name) != ZERO
         assert (topic["num_partitions"], topic["replication_factor"]) == (2, 1)
         # every effective config comes back (as Kafka), the one given as a topic override

@@ -48,6 +48,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker
         resp = b.request(CREATE_TOPICS, 4, {"timeout_ms": 5000, "topics": [
             {"name": TOPIC, "num_partitions": 1, "replication_factor": 1}]})
         assert all(t["error_code"] == 0 for t in resp["topics"]), resp
+        b.wait_led([TOPIC])
         yield b
     finally:
         b.close()

@@ -98,6 +98,7 @@ import uuid
 
 import anyio
 import msgspec
+from anyio.abc import TaskStatus
 
 from pybroker.config import BrokerConfig
 from pybroker.controller import election, reassignment
@@ -162,10 +163,14 @@ class Controller:
     def is_active(self) -> bool:
         return self.lease is not None
 
-    async def run(self) -> None:
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Stand for election now and whenever the controller goes away; while
-        elected, reconcile partition states as events arrive. Until cancelled."""
+        elected, reconcile partition states as events arrive. Until cancelled.
+        Started (task_status) once the first election was tried."""
+        # the watch's first callback (the election, when there is no controller) has run
+        # when it returns
         self._handles.append(await self.backend.watch_controller(self._controller_changed))
+        task_status.started()
         self._handles.append(self.backend.on_session_lost(self._resign_locally))
         self._handles.append(self.backend.on_session_reestablished(self._try_elect))
         try:

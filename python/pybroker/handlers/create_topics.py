@@ -1,4 +1,11 @@
-"""CreateTopics (19); v5+ answers with the topic's shape and configs, v7+ its id."""
+"""CreateTopics (19); v5+ answers with the topic's shape and configs, v7+ its id.
+
+Answered as Kafka 4.0 answers it: once each topic is written, not once its leaders
+are up (admin/topics.py). timeout_ms is the time the request may wait for that; as
+in Kafka 4.0, whose controller drops a request whose deadline has passed before it
+gets to it, a timeout of 0 or less answers REQUEST_TIMED_OUT for every topic and
+creates nothing, validate_only too (librdkafka, sending 0 for operation_timeout=0,
+hides that code: it expects the ZooKeeper era, when the topics were still made)."""
 
 from __future__ import annotations
 
@@ -24,6 +31,9 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> dict[str
             results.append(result(name, ErrorCode.INVALID_REQUEST,
                                   "Create topics request from client contains duplicate topic"))
             continue
+        if body["timeout_ms"] <= 0:
+            results.append(result(name, ErrorCode.REQUEST_TIMED_OUT, None))
+            continue
         assignments = [a["broker_ids"] for a in sorted(topic["assignments"],
                                                         key=lambda a: a["partition_index"])]
         try:
@@ -35,6 +45,7 @@ async def handle_create_topics(ctx: BrokerContext, request: Request) -> dict[str
                 assignments or None,
                 validate_only=bool(body["validate_only"]),
                 timeout_ms=body["timeout_ms"],
+                wait_for_leaders=False,
             )
         except KafkaError as exc:
             results.append(result(name, exc.code, exc.message))

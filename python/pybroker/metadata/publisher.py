@@ -31,9 +31,18 @@ class MetadataPublisher:
     async def topic_changed(self, record: TopicRecord,
                             versions: list[int] | None = None) -> None:
         """A topic was created, grew, or its partition states changed (`versions`:
-        each state's version in the store, for conditional ISR updates)."""
-        self.metadata.update_topic(record)
+        each state's version in the store, for conditional ISR updates).
+
+        While the replica layer takes it on (opening logs takes a while for a new
+        topic), the cache already has the topic, but a partition this broker is to
+        lead shows no leader until it leads it (clients get LEADER_NOT_AVAILABLE and
+        retry, rather than a leader that refuses their requests); then the record as
+        it is. Waiters on the topic re-check after each (a CreateTopics answer waits
+        for the first)."""
+        self.metadata.update_topic(self.replicas.as_served(record))
+        self.purgatory.notify(topic_key(record.name))
         await self.replicas.apply_topic_async(record, versions)
+        self.metadata.update_topic(record)
         self.purgatory.notify(topic_key(record.name))
 
     def topic_deleted(self, name: str) -> None:

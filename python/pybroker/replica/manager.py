@@ -9,6 +9,7 @@ makes each partition leader or follower at the state's leader epoch."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Generator
@@ -217,6 +218,19 @@ class ReplicaManager:
             if was_leader:
                 self._leadership(record.name, index, False)
 
+    def as_served(self, record: TopicRecord) -> TopicRecord:
+        """The record with no leader for the partitions it gives this broker to lead
+        that it does not lead yet at that epoch (the record itself when there are none)."""
+        me = self.broker_id
+        pending = [i for i, state in enumerate(record.partitions) if state.leader == me
+                   and not _leads(self.partitions.get((record.name, i)), state.leader_epoch)]
+        if not pending:
+            return record
+        partitions = list(record.partitions)
+        for i in pending:
+            partitions[i] = dataclasses.replace(partitions[i], leader=-1)
+        return dataclasses.replace(record, partitions=partitions)
+
     def _leader_throttles(self, partition: ReplicaPartition, follower: int) -> bool:
         """The topic throttles this (leader) replica's traffic to an out-of-sync follower."""
         return follower not in partition.isr and throttled(
@@ -266,6 +280,11 @@ class ReplicaManager:
 
     def update_topic_config(self, record: TopicRecord) -> None:
         self.logs.update_topic_config(record)
+
+
+def _leads(partition: ReplicaPartition | None, leader_epoch: int) -> bool:
+    return (partition is not None and partition.is_leader
+            and partition.leader_epoch == leader_epoch)
 
 
 def _ignore() -> None:

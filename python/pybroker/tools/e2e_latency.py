@@ -54,6 +54,15 @@ def ensure_topic(config: dict[str, object], topic: str) -> None:
         admin.create_topics([ck.admin.NewTopic(topic, 1, 1)])[topic].result(timeout=30)
     except ck.KafkaException as exc:
         raise ToolError(f"Creation of topic {topic} failed: {exc}") from exc
+    # the answer comes once the topic is written, before its leader is up (as Kafka's);
+    # Kafka's tool then waits in its consumer's position(), librdkafka's watermark
+    # query would not: wait for the leader here
+    from pybroker.tools._load import workload
+
+    try:
+        workload.wait_all_led(admin, topic, 1, 30, poll_s=0.05)
+    except workload.PhaseError as exc:
+        raise ToolError(str(exc)) from exc
 
 
 def run(args: argparse.Namespace) -> int:
