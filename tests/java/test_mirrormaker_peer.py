@@ -9,7 +9,9 @@ remaining 40,000 records, none missing and none twice.
 A second test mirrors a transactional source (MM2's consumer at read_committed): 80 of
 100 transactions committed, the target gets only their records at dense offsets while the
 source's offsets skip a commit marker per transaction and the aborted records, and the
-group is translated exactly across those gaps.
+group is translated exactly across those gaps. A third runs MM2 with exactly-once
+delivery into the target (KIP-618: fenced task producers, transactional writes), so the
+target's offsets carry commit markers the source's do not.
 
 Exactness is what MM2 promises here: offset.lag.max=0 makes every replicated record an
 offset sync (the latest one per partition is always kept and sent), and with a source
@@ -25,7 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.conftest import BrokerFactory
@@ -278,6 +280,10 @@ def produce_transactions(bootstrap: str, txns: range) -> None:
             producer.produce(TOPIC, key=str(i).encode(), value=value_of(i),
                              partition=partition_of(i))
         if aborted(t):
+            # delivered first, so the aborted records are in the log for read_committed
+            # to skip (an abort purges what is still queued; and with nothing added to
+            # the transaction yet, EndTxn would be refused: librdkafka issue 4849)
+            assert producer.flush(60) == 0
             producer.abort_transaction(60)
         else:
             producer.commit_transaction(60)
@@ -326,3 +332,99 @@ def test_mirror_transactional_source_translates_offsets_across_markers(
     finally:
         for proc in running:
             proc.stop(60)
+
+
+# --- exactly-once delivery into the target (KIP-618) ----------------------------------
+EOS_RECORDS = 20_000
+EOS_FIRST = 12_000
+
+
+@DIRECTIONS
+def test_mirror_exactly_once_into_target(start_side: BootstrapOf, source_kind: str,
+                                         target_kind: str, tmp_path: Path) -> None:
+    """exactly.once.source.support=enabled for the target: MM2's workers fence zombie
+    task producers and write records, source offsets and offset syncs in transactions on
+    the target, so the target's offsets are no longer the source's (a commit marker per
+    transaction); a read_committed consumer sees every record once and the group's
+    offsets are still translated to where it stopped."""
+    source, target = start_side(source_kind), start_side(target_kind)
+    create_topic(source)
+    first, rest, every = range(EOS_FIRST), range(EOS_FIRST, EOS_RECORDS), range(EOS_RECORDS)
+    produce(source, first)
+    props = mm2_properties(tmp_path / "mm2.properties", source, target, **{
+        f"{TARGET}.exactly.once.source.support": "enabled",
+        f"{SOURCE}.consumer.isolation.level": "read_committed"})
+    mm2 = app("connect-mirror-maker.sh", str(props), log_path=tmp_path / "mm2.log")
+    running: list[App] = [mm2.start()]
+
+    def committed_on_target() -> dict[int, int]:
+        """Per partition, how many records a read_committed reader finds on the target."""
+        c = Consumer({"bootstrap.servers": target, "group.id": "mm2-peer-count",
+                      "enable.auto.commit": False, "isolation.level": "read_committed"})
+        try:
+            ends = {p: c.get_watermark_offsets(TopicPartition(REMOTE, p), timeout=5)[1]
+                    for p in range(PARTITIONS)}
+        except Exception:  # not created on the target yet
+            return {}
+        finally:
+            c.close()
+        if any(e <= 0 for e in ends.values()):
+            return {}
+        try:  # ends are last stable offsets (read_committed): everything below is decided
+            got = read_partitions_to(target, REMOTE, ends)
+        except AssertionError:  # not read to the end in time: poll again
+            return {}
+        return {p: len(v) for p, v in got.items()}
+
+    try:
+        read = consume_as_group(source, TOPIC, len(first), commit=True)
+        assert {p: [v for _, v in r] for p, r in read.items()} == expected(first)
+        wait_until(lambda: committed_on_target() == counts(first), REPLICATION_TIMEOUT_S,
+                   f"{REMOTE} on the target to hold {EOS_FIRST} committed records",
+                   poll=2.0, on_timeout=mm2.log_tail)
+        # translated: a read_committed consumer of the group on the target starts right
+        # after the last record it read on the source (a marker in between is skipped)
+        produce(source, rest)
+        wait_until(lambda: committed_on_target() == counts(every), REPLICATION_TIMEOUT_S,
+                   f"{REMOTE} on the target to hold {EOS_RECORDS} committed records",
+                   poll=2.0, on_timeout=mm2.log_tail)
+        wait_until(lambda: committed(target, REMOTE), TRANSLATION_TIMEOUT_S,
+                   f"group {GROUP}'s offsets translated onto the target",
+                   on_timeout=mm2.log_tail)
+        resumed = consume_as_group(target, REMOTE, len(rest), commit=False)
+        for p, values in expected(rest).items():
+            assert [v for _, v in resumed[p]] == values, f"partition {p}: gap or duplicate"
+        ends = high_watermarks(target, REMOTE)
+        assert any(ends[p] > n for p, n in counts(every).items()), \
+            "no commit markers on the target: MM2 did not write transactionally"
+    finally:
+        for proc in running:
+            proc.stop(60)
+
+
+def read_partitions_to(bootstrap: str, topic: str, ends: dict[int, int]) -> dict[int, list]:
+    """read_committed, every record of each partition below `ends[p]` (an offset)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mm2-peer-reader",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+    got: dict[int, list] = {p: [] for p in ends}
+    done: set[int] = set()
+
+    def more() -> bool:
+        for m in consumer.consume(1000, 1.0):
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF and m.offset() >= ends[
+                        m.partition()]:
+                    done.add(m.partition())
+                continue
+            if m.offset() < ends[m.partition()]:
+                got[m.partition()].append(m.value())
+            else:
+                done.add(m.partition())
+        return done == set(ends)
+    try:
+        wait_until(more, 60, f"{topic} read to {ends}", poll=0)
+    finally:
+        consumer.close()
+    return got
