@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where a follower spends its time (issue 26): py-spy on one follower broker while
-an RF=3 acks=all produce runs.
+an RF=3 acks=all produce runs (or, with `--role leader`, on the partition's leader).
 
 Starts ZooKeeper and three brokers as bench/cluster.py does, creates a one-partition
 topic (RF=3, min.insync.replicas=2), attaches `py-spy record --native` (a dev tool:
@@ -79,6 +79,8 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
     ap.add_argument("--top", type=int, default=15, help="frames listed per table")
     ap.add_argument("--raw", type=Path, help="keep py-spy's raw output here")
+    ap.add_argument("--role", choices=["follower", "leader"], default="follower",
+                    help="profile a follower (default) or the partition's leader")
     args = ap.parse_args()
     spy = shutil.which("py-spy")
     if spy is None:
@@ -96,7 +98,8 @@ def main() -> int:
             cluster.create_topic(topic, 1, 3, {"min.insync.replicas": "2"})
             leader = cluster.leader(topic, 0)
             follower = next(b for b in cluster.brokers if b != leader)
-            proc = cluster.brokers[follower].proc
+            profiled = leader if args.role == "leader" else follower
+            proc = cluster.brokers[profiled].proc
             assert proc is not None
             sampler = subprocess.Popen(
                 [spy, "record", "--pid", str(proc.pid), "--rate", str(args.rate), "--native",
@@ -108,7 +111,7 @@ def main() -> int:
             sampler.send_signal(signal.SIGINT)
             sampler.wait(60)
             print(f"RF=3 acks=all, one partition, profiled: "
-                  f"{args.records * KiB / 1e6 / seconds:.1f} MB/s; follower broker {follower}")
+                  f"{args.records * KiB / 1e6 / seconds:.1f} MB/s; {args.role}: broker {profiled}")
         finally:
             cluster.close()
             zookeeper.stop()
