@@ -112,6 +112,18 @@ class ErrorCode(enum.IntEnum):
     UNSUPPORTED_ENDPOINT_TYPE = 119
     INVALID_REGULAR_EXPRESSION = 128
 
+    @property
+    def retriable(self) -> bool:
+        """Kafka's clients retry it (a RetriableException): asking again may succeed."""
+        return self in RETRIABLE
+
+    @classmethod
+    def known(cls, code: int) -> ErrorCode | None:
+        """The member for a wire code, None for a code this enum does not name (a newer
+        broker's, or a client library's own negative codes)."""
+        member = cls._value2member_map_.get(code)
+        return member if isinstance(member, cls) else None
+
 
 #: the codes whose exceptions are RetriableException in Kafka's clients: asking again
 #: later may succeed (a coordinator loading, a leader moving), so a tool retries them
@@ -129,6 +141,10 @@ RETRIABLE = frozenset({
     ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
     ErrorCode.UNSTABLE_OFFSET_COMMIT, ErrorCode.THROTTLING_QUOTA_EXCEEDED,
 })
+
+
+#: the end of a log line for an error that should never happen
+BUG_REPORT = "this is a bug: please report it with this traceback"
 
 
 class KafkaError(Exception):

@@ -19,7 +19,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -172,6 +172,13 @@ class Reach:
                 continue
             break
         self.reached = True
+
+    def call(self, issue: Callable[[], Any], what: str) -> Any:
+        """`issue()` (an admin client call returning one future) and its result, issued
+        again after a retriable error until the timeout (tools/_retry.py)."""
+        from pybroker.tools._retry import retrying
+
+        return retrying(lambda: self.result(issue()), self.timeout_s, what)
 
     def result(self, future: Any) -> Any:
         """A client future's result; an unreachable broker becomes `failure()`."""

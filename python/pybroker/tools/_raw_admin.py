@@ -1,13 +1,12 @@
 """A small admin client over pybroker's own protocol codec, for the tools whose
 APIs confluent-kafka does not offer (AlterPartitionReassignments,
 ListPartitionReassignments, ElectLeaders): it reads Metadata from a bootstrap
-broker, finds the controller, and sends it requests, retrying NOT_CONTROLLER
-while the controller moves. Kafka's wire format, so it works against any
-broker that serves these APIs."""
+broker, finds the controller, and sends it requests, retrying retriable errors
+(NOT_CONTROLLER while the controller moves, ...). Kafka's wire format, so it works
+against any broker that serves these APIs."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,11 +15,10 @@ import anyio
 from pybroker.client.connection import BrokerConnection, BrokerUnreachable
 from pybroker.errors import ErrorCode
 from pybroker.tools._common import ToolError
+from pybroker.tools._retry import Retriable, check, retrying
 
 METADATA = 3
 METADATA_VERSION = 8
-#: pause before asking again for the controller after NOT_CONTROLLER
-RETRY_S = 0.5
 
 
 @dataclass
@@ -48,29 +46,29 @@ class RawAdmin:
 
     def controller_request(self, api_key: int, version: int, body: dict[str, Any],
                            error_of: Any = None) -> dict[str, Any]:
-        """Send to the controller; retry while the answer (error_of(response), default
-        its top-level error_code) is NOT_CONTROLLER, up to the timeout."""
-        deadline = time.monotonic() + self.timeout_s
-        while True:
+        """Send to the controller; ask again while the answer's error (error_of(response),
+        default its top-level error_code) is retriable -- NOT_CONTROLLER while the
+        controller moves, a controller still loading -- or no controller is known, up to
+        the timeout (tools/_retry.py)."""
+        def attempt() -> dict[str, Any]:
             view = self.metadata()
             address = view.brokers.get(view.controller_id)
-            if address is not None:
-                try:
-                    response = anyio.run(self._request, address, api_key, version, body)
-                except BrokerUnreachable as exc:
-                    response = None
-                    reason = str(exc)
-                else:
-                    code = (error_of or (lambda r: r.get("error_code", 0)))(response)
-                    if code != ErrorCode.NOT_CONTROLLER:
-                        return response
-                    reason = "NOT_CONTROLLER"
-            else:
-                reason = "no controller is known"
-            if time.monotonic() >= deadline:
-                raise ToolError(f"the controller did not answer within {self.timeout_s:.0f}s "
-                                f"({reason})")
-            time.sleep(RETRY_S)
+            if address is None:
+                raise Retriable("no controller is known", ErrorCode.NOT_CONTROLLER)
+            try:
+                response = anyio.run(self._request, address, api_key, version, body)
+            except BrokerUnreachable as exc:
+                raise Retriable(f"the controller did not answer ({exc})",
+                                ErrorCode.NETWORK_EXCEPTION) from None
+            code = (error_of or (lambda r: r.get("error_code", 0)))(response)
+            check({"error_code": code}, "the controller's answer")
+            return response
+
+        try:
+            return retrying(attempt, self.timeout_s, "a request to the controller")
+        except Retriable as exc:
+            raise ToolError(f"the controller did not answer within {self.timeout_s:.0f}s "
+                            f"({exc})") from None
 
     async def _request(self, address: tuple[str, int], api_key: int, version: int,
                        body: dict[str, Any]) -> dict[str, Any]:

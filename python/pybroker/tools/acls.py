@@ -156,17 +156,20 @@ def run(args: argparse.Namespace) -> int:
         if args.add:
             bindings = _bindings(ck, args)
             _print_grouped("Adding ACLs for resource", bindings)
-            for future in client.create_acls(bindings).values():
-                waits.result(future)
+            for binding in bindings:
+                waits.call(lambda binding=binding: client.create_acls([binding])[binding],
+                           "adding ACLs")
         elif args.remove:
             removed: list[Any] = []
-            for future in client.delete_acls(_filters(ck, args)).values():
-                removed += waits.result(future)
+            for flt in _filters(ck, args):
+                removed += waits.call(lambda flt=flt: client.delete_acls([flt])[flt],
+                                      "removing ACLs")
             _print_grouped("Removed ACLs for resource", removed)
         else:
             found: list[Any] = []
             for flt in _filters(ck, args):
-                found += waits.result(client.describe_acls(flt))
+                found += waits.call(lambda flt=flt: client.describe_acls(flt),
+                                    "listing ACLs")
             _print_grouped("Current ACLs for resource", found)
         return 0
     except ToolError as exc:

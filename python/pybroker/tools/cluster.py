@@ -30,6 +30,7 @@ from pybroker.tools._common import (
     reach,
     require_client,
 )
+from pybroker.tools._retry import retriable
 
 COMMAND = "cluster"
 HELP = "describe the cluster: id, controller, brokers (info)"
@@ -79,7 +80,8 @@ def describe(args: argparse.Namespace) -> Any:
             cluster = admin.describe_cluster(request_timeout=step).result(step + 5)
         except ck.KafkaException as exc:
             admin.poll(0)  # the error events: a failed login ends the wait (ToolError)
-            if not args.wait_for_brokers:
+            if not args.wait_for_brokers and (retriable(exc) is None
+                                              or time.monotonic() >= deadline):
                 raise ToolError(kafka_message(exc)) from None
             seen = reach(config).last_error or kafka_message(exc)
         else:

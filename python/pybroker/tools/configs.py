@@ -32,6 +32,7 @@ from typing import Any
 from pybroker.config import ConfigSource
 from pybroker.tools import _user_client_configs as user_client_configs
 from pybroker.tools._common import DEFAULT_TIMEOUT_MS, ToolError, add_bootstrap, read_properties
+from pybroker.tools._retry import check, retrying
 from pybroker.tools._wire import WireClient
 
 COMMAND = "configs"
@@ -79,7 +80,7 @@ class EntityType:
                            "configuration_keys": None}],
             "include_synonyms": True, "include_documentation": False,
         }, node=self.node(entity))
-        result = answer["results"][0]
+        result = check(answer["results"][0], f"describing {self.singular} {entity}")
         if result["error_code"]:
             raise ToolError(result["error_message"] or f"error code {result['error_code']}")
         return list(result["configs"])
@@ -95,7 +96,7 @@ class EntityType:
                            "configs": ops}],
             "validate_only": False,
         }, node=self.node(entity))
-        result = answer["responses"][0]
+        result = check(answer["responses"][0], f"altering {self.singular} {entity}")
         if result["error_code"]:
             raise ToolError(result["error_message"] or f"error code {result['error_code']}")
 
@@ -174,10 +175,14 @@ def run(args: argparse.Namespace) -> int:
         timeout_ms = int(props.get("default.api.timeout.ms", DEFAULT_TIMEOUT_MS))
         entity = DEFAULT_ENTITY if args.entity_default else args.entity_name
         with WireClient(args.bootstrap_server, timeout_ms) as client:
+            # a whole describe or alter is asked again after a retriable error (both are
+            # idempotent, and describe prints once every answer is in)
             if args.describe:
-                describe(client, kind, entity, args.all)
+                retrying(lambda: describe(client, kind, entity, args.all), timeout_ms / 1000,
+                         "describing configs")
             else:
-                alter(client, kind, entity, args)
+                retrying(lambda: alter(client, kind, entity, args), timeout_ms / 1000,
+                         "altering configs")
         return 0
     except BrokenPipeError:  # `| head` closed stdout: the CLI ends quietly
         raise
@@ -190,12 +195,15 @@ def run(args: argparse.Namespace) -> int:
 # --- describe --------------------------------------------------------------------------
 
 def describe(client: WireClient, kind: EntityType, entity: str | None, show_all: bool) -> None:
-    for name in [entity] if entity is not None else kind.entities(client):
+    # every answer first, then the output: a retried describe prints nothing twice
+    answers = [(name, kind.describe(client, name))
+               for name in ([entity] if entity is not None else kind.entities(client))]
+    for name, entries in answers:
         if name == DEFAULT_ENTITY:
             print(f"Default configs for {kind.name} in the cluster are:")
         else:
             print(f"{'All' if show_all else 'Dynamic'} configs for {kind.singular} {name} are:")
-        for entry in sorted(kind.describe(client, name), key=lambda e: e["name"]):
+        for entry in sorted(entries, key=lambda e: e["name"]):
             if show_all or entry["config_source"] == kind.shown_source(name):
                 print("  " + format_entry(entry))
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
-import time
 from typing import Any
 
 from pybroker.tools._common import (
@@ -37,8 +36,6 @@ RESET_COLUMNS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
 INACTIVE_STATES = ("EMPTY", "DEAD", "UNKNOWN")
 FIND_COORDINATOR = 10
 OFFSET_DELETE = 47
-#: pause before asking a loading coordinator again
-RETRY_S = 0.2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -271,13 +268,17 @@ class GroupTool:
                          "enable.auto.commit": False})
 
     def list_groups(self) -> list[str]:
-        result = self.reach.result(self.admin.list_consumer_groups(request_timeout=self.timeout))
+        result = self.reach.call(
+            lambda: self.admin.list_consumer_groups(request_timeout=self.timeout),
+            "listing groups")
         if result.errors:
             raise ToolError(str(result.errors[0]))
         return sorted(g.group_id for g in result.valid)
 
     def list_groups_with_state(self) -> list[tuple[str, str]]:
-        result = self.reach.result(self.admin.list_consumer_groups(request_timeout=self.timeout))
+        result = self.reach.call(
+            lambda: self.admin.list_consumer_groups(request_timeout=self.timeout),
+            "listing groups")
         if result.errors:
             raise ToolError(str(result.errors[0]))
         return sorted((g.group_id, state_name(g.state).title().replace("_", ""))
@@ -287,37 +288,37 @@ class GroupTool:
                        ) -> list[tuple[tuple[str, int], str | None]]:
         """OffsetDelete to the group's coordinator (confluent-kafka has no call for it):
         each partition's outcome, None for success."""
-        from pybroker.errors import RETRIABLE, ErrorCode
+        from pybroker.errors import ErrorCode
+        from pybroker.tools._retry import check, retrying
         from pybroker.tools._wire import WireClient, error_text
 
         scope = self._reset_scope(group, topics, False)
         by_topic: dict[str, list[int]] = {}
         for topic, partition in scope:
             by_topic.setdefault(topic, []).append(partition)
-        deadline = time.monotonic() + self.timeout
+        what = f"deleting offsets of group {group}"
         with WireClient(self.config["bootstrap.servers"], int(self.timeout * 1000)) as wire:
-            while True:  # the coordinator may still be loading its partition
-                found = wire.request(FIND_COORDINATOR, {"key": group, "key_type": 0},
-                                     max_version=2)
-                answer = (wire.request(OFFSET_DELETE, {"group_id": group, "topics": [
+
+            def attempt() -> dict[str, Any]:  # the coordinator may still be loading
+                found = check(wire.request(FIND_COORDINATOR, {"key": group, "key_type": 0},
+                                           max_version=2), what)
+                if found["error_code"]:
+                    return found
+                return check(wire.request(OFFSET_DELETE, {"group_id": group, "topics": [
                     {"name": t, "partitions": [{"partition_index": p} for p in parts]}
-                    for t, parts in by_topic.items()]}, node=found["node_id"])
-                    if found["error_code"] == 0 else found)
-                code = answer["error_code"]
-                if code not in RETRIABLE or time.monotonic() > deadline:
-                    break
-                time.sleep(RETRY_S)
-        if code:
-            raise ToolError(f"deleting offsets of group {group} failed: "
-                            f"{ErrorCode(code).name}")
+                    for t, parts in by_topic.items()]}, node=found["node_id"]), what)
+
+            answer = retrying(attempt, self.timeout, what)
+        if answer["error_code"]:
+            raise ToolError(f"{what} failed: {ErrorCode(answer['error_code']).name}")
         return sorted(((t["name"], p["partition_index"]),
                        error_text(p["error_code"]) if p["error_code"] else None)
                       for t in answer["topics"] for p in t["partitions"])
 
     def _description(self, group: str) -> Any:
-        futures = self.admin.describe_consumer_groups([group], request_timeout=self.timeout)
         try:
-            return self.reach.result(futures[group])
+            return self.reach.call(lambda: self.admin.describe_consumer_groups(
+                [group], request_timeout=self.timeout)[group], f"describing group {group}")
         except ToolError:
             raise
         except Exception as exc:
@@ -326,9 +327,9 @@ class GroupTool:
     def _committed(self, group: str) -> dict[tuple[str, int], int]:
         from confluent_kafka import ConsumerGroupTopicPartitions
 
-        futures = self.admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout)
-        result = self.reach.result(futures[group])
+        result = self.reach.call(lambda: self.admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout)[group],
+            f"fetching the offsets of group {group}")
         return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or []
                 if tp.offset >= 0}
 
@@ -390,11 +391,11 @@ class GroupTool:
                                      verbose=verbose)
 
     def delete(self, groups: list[str]) -> list[tuple[str, str | None]]:
-        futures = self.admin.delete_consumer_groups(groups, request_timeout=self.timeout)
         results: list[tuple[str, str | None]] = []
         for group in groups:
             try:
-                self.reach.result(futures[group])
+                self.reach.call(lambda group=group: self.admin.delete_consumer_groups(
+                    [group], request_timeout=self.timeout)[group], f"deleting group {group}")
                 results.append((group, None))
             except ToolError:
                 raise
@@ -461,9 +462,9 @@ class GroupTool:
         if execute:
             request = ConsumerGroupTopicPartitions(
                 group, [TopicPartition(t, p, o) for (t, p), o in sorted(new.items())])
-            futures = self.admin.alter_consumer_group_offsets([request],
-                                                             request_timeout=self.timeout)
-            result = self.reach.result(futures[group])
+            result = self.reach.call(lambda: self.admin.alter_consumer_group_offsets(
+                [request], request_timeout=self.timeout)[group],
+                f"resetting the offsets of group {group}")
             errors = [tp for tp in result.topic_partitions if tp.error]
             if errors:
                 raise ToolError(f"resetting {errors[0].topic}-{errors[0].partition} failed: "

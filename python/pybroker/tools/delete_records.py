@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pybroker.tools._common import DEFAULT_TIMEOUT_MS, ToolError, add_bootstrap, read_properties
+from pybroker.tools._retry import settle
 from pybroker.tools._wire import WireClient, error_text
 
 COMMAND = "delete-records"
@@ -75,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
         timeout_ms = int(props.get("default.api.timeout.ms", DEFAULT_TIMEOUT_MS))
         print("Executing records delete operation")
         with WireClient(args.bootstrap_server, timeout_ms) as client:
-            results = delete(client, offsets, timeout_ms)
+            results = settle(lambda: delete(client, offsets, timeout_ms),
+                             lambda found: (code for code, _low in found.values()),
+                             timeout_ms / 1000, "deleting records")
         print("Records delete operation completed:")
         for (topic, partition), (code, low) in sorted(results.items()):
             if code:

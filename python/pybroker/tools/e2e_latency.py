@@ -21,6 +21,7 @@ import argparse
 import sys
 
 from pybroker.tools._common import ToolError, client_config, read_properties, require_client
+from pybroker.tools._retry import retrying
 
 COMMAND = "e2e-latency"
 HELP = "measure produce-to-consume latency one record at a time (kafka-e2e-latency.sh)"
@@ -29,6 +30,8 @@ HELP = "measure produce-to-consume latency one record at a time (kafka-e2e-laten
 POLL_TIMEOUT_S = 60.0
 #: every how many records a progress line is printed
 PROGRESS_EVERY = 1000
+#: the wait for the topic's creation (retriable errors asked again within it)
+CREATE_TIMEOUT_S = 30.0
 ACKS = ("1", "all")
 
 
@@ -46,12 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def ensure_topic(config: dict[str, object], topic: str) -> None:
     ck = require_client()
     admin = ck.admin.AdminClient(config)
-    if topic in admin.list_topics(timeout=30).topics:
+    if topic in admin.list_topics(timeout=CREATE_TIMEOUT_S).topics:
         return
     print(f'Topic "{topic}" does not exist. Will create topic with 1 partition(s) and '
           "replication factor = 1", flush=True)
     try:
-        admin.create_topics([ck.admin.NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+        retrying(lambda: admin.create_topics([ck.admin.NewTopic(topic, 1, 1)])[topic]
+                 .result(timeout=CREATE_TIMEOUT_S), CREATE_TIMEOUT_S, f"creating {topic}")
     except ck.KafkaException as exc:
         raise ToolError(f"Creation of topic {topic} failed: {exc}") from exc
     # the answer comes once the topic is written, before its leader is up (as Kafka's);

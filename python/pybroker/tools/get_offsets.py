@@ -18,7 +18,9 @@ import re
 import sys
 
 from pybroker.admin.internal_topics import INTERNAL_TOPICS
+from pybroker.errors import ErrorCode
 from pybroker.tools._common import DEFAULT_TIMEOUT_MS, ToolError, add_bootstrap, read_properties
+from pybroker.tools._retry import settle
 from pybroker.tools._wire import WireClient, error_text
 
 COMMAND = "get-offsets"
@@ -71,15 +73,20 @@ def run(args: argparse.Namespace) -> int:
                 raise ToolError(f"invalid --partitions {args.partitions}") from None
         regex = re.compile(args.topic) if args.topic else None
         with WireClient(args.bootstrap_server, timeout_ms) as client:
-            leaders = {
+            wanted = {
                 tp: leader for tp, leader in client.leaders().items()
                 if (regex is None or regex.fullmatch(tp[0]))
                 and (wanted_partitions is None or tp[1] in wanted_partitions)
                 and not (args.exclude_internal_topics and tp[0] in INTERNAL_TOPICS)}
-            if args.topic and not leaders:
+            if args.topic and not wanted:
                 raise ToolError("Could not match any topic-partitions with the specified "
                                 "filters")
-            offsets = list_offsets(client, leaders, timestamp)
+            offsets, errors = settle(lambda: list_offsets(client, list(wanted), timestamp),
+                                     lambda outcome: outcome[1].values(), timeout_ms / 1000,
+                                     "listing offsets")
+        for (topic, partition), code in sorted(errors.items()):
+            print(f"Skip getting offsets for topic-partition {topic}:{partition} due to "
+                  f"error: {error_text(code)}", file=sys.stderr)
         for (topic, partition), offset in sorted(offsets.items()):
             print(f"{topic}:{partition}:{offset}")
         return 0
@@ -90,14 +97,18 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def list_offsets(client: WireClient, leaders: dict[tuple[str, int], int],
-                 timestamp: int) -> dict[tuple[str, int], int]:
-    """ListOffsets to each partition's leader; partitions without an offset left out."""
+def list_offsets(client: WireClient, partitions: list[tuple[str, int]], timestamp: int
+                 ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
+    """ListOffsets to each partition's leader, as Metadata names it now (asked again on
+    every attempt: a leader may have moved): the offsets found, and each failed
+    partition's error code."""
+    current = client.leaders(sorted({t for t, _ in partitions}))
+    leaders = {tp: current.get(tp, -1) for tp in partitions}
     by_leader: dict[int, dict[str, list[int]]] = {}
+    errors: dict[tuple[str, int], int] = {}
     for (topic, partition), leader in leaders.items():
         if leader < 0:
-            print(f"Skip getting offsets for topic-partition {topic}:{partition} due to error: "
-                  "LEADER_NOT_AVAILABLE", file=sys.stderr)
+            errors[(topic, partition)] = ErrorCode.LEADER_NOT_AVAILABLE
             continue
         by_leader.setdefault(leader, {}).setdefault(topic, []).append(partition)
     found: dict[tuple[str, int], int] = {}
@@ -111,9 +122,7 @@ def list_offsets(client: WireClient, leaders: dict[tuple[str, int], int],
         for topic in answer["topics"]:
             for p in topic["partitions"]:
                 if p["error_code"]:
-                    print(f"Skip getting offsets for topic-partition {topic['name']}:"
-                          f"{p['partition_index']} due to error: {error_text(p['error_code'])}",
-                          file=sys.stderr)
+                    errors[(topic["name"], p["partition_index"])] = p["error_code"]
                 elif p["offset"] >= 0:
                     found[(topic["name"], p["partition_index"])] = p["offset"]
-    return found
+    return found, errors

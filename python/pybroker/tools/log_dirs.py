@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 from pybroker.tools._common import DEFAULT_TIMEOUT_MS, ToolError, add_bootstrap, read_properties
+from pybroker.tools._retry import check, retrying
 from pybroker.tools._wire import WireClient, error_text
 
 COMMAND = "log-dirs"
@@ -64,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
                 brokers = known
             if args.json:
                 print("Querying brokers for log directories information")
-            dirs = {b: client.request(DESCRIBE_LOG_DIRS, {"topics": None}, node=b)
+            dirs = {b: retrying(lambda b=b: check(client.request(
+                DESCRIBE_LOG_DIRS, {"topics": None}, node=b), f"describing broker {b}'s log "
+                "dirs"), timeout_ms / 1000, f"describing broker {b}'s log dirs")
                     for b in brokers}
         if args.json:
             print("Received log directory information from brokers "

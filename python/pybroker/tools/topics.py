@@ -132,9 +132,9 @@ def create(admin: Admin, args: argparse.Namespace) -> None:
                                 if args.replication_factor is not None else -1),
             config=configs,
         )
-    future = admin.client.create_topics([new], request_timeout=admin.reach.timeout_s)[name]
     try:
-        admin.reach.result(future)
+        admin.reach.call(lambda: admin.client.create_topics(
+            [new], request_timeout=admin.reach.timeout_s)[name], f"creating topic {name}")
     except ck.KafkaException as exc:
         if args.if_not_exists and exc.args[0].code() == ck.KafkaError.TOPIC_ALREADY_EXISTS:
             return
@@ -195,11 +195,11 @@ def describe_topics(admin: Admin, names: list[str]) -> list[TopicInfo]:
     """Topic ids and partitions: DescribeTopics where the client supports it, else Metadata."""
     ck = require_client()
     try:
-        futures = admin.client.describe_topics(ck.TopicCollection(names),
-                                               request_timeout=admin.reach.timeout_s)
         out = []
         for name in names:
-            desc = admin.reach.result(futures[name])
+            desc = admin.reach.call(lambda name=name: admin.client.describe_topics(
+                ck.TopicCollection([name]), request_timeout=admin.reach.timeout_s)[name],
+                f"describing topic {name}")
             topic_id = kafka_uuid(str(desc.topic_id)) if desc.topic_id is not None else None
             out.append(TopicInfo(name, topic_id, [
                 PartitionInfo(p.id, p.leader.id if p.leader is not None else None,
@@ -227,9 +227,11 @@ def topic_configs(admin: Admin, names: list[str]) -> dict[str, dict[str, Any]]:
     if not resources:
         return {}
     out: dict[str, dict[str, Any]] = {}
-    for resource, future in admin.client.describe_configs(
-            resources, request_timeout=admin.reach.timeout_s).items():
-        out[resource.name] = admin.reach.result(future)
+    for resource in resources:
+        out[resource.name] = admin.reach.call(
+            lambda resource=resource: admin.client.describe_configs(
+                [resource], request_timeout=admin.reach.timeout_s)[resource],
+            f"describing the configs of topic {resource.name}")
     return out
 
 
@@ -305,11 +307,10 @@ def alter(admin: Admin, args: argparse.Namespace) -> None:
     names = _existing(admin, args)
     if not names:
         return
-    futures = admin.client.create_partitions(
-        [ck.admin.NewPartitions(n, args.partitions) for n in names],
-        request_timeout=admin.reach.timeout_s)
-    for future in futures.values():
-        admin.reach.result(future)
+    for name in names:
+        admin.reach.call(lambda name=name: admin.client.create_partitions(
+            [ck.admin.NewPartitions(name, args.partitions)],
+            request_timeout=admin.reach.timeout_s)[name], f"adding partitions to {name}")
 
 
 def delete(admin: Admin, args: argparse.Namespace) -> None:
@@ -317,6 +318,6 @@ def delete(admin: Admin, args: argparse.Namespace) -> None:
     names = _existing(admin, args)
     if not names:
         return
-    for future in admin.client.delete_topics(names,
-                                             request_timeout=admin.reach.timeout_s).values():
-        admin.reach.result(future)
+    for name in names:
+        admin.reach.call(lambda name=name: admin.client.delete_topics(
+            [name], request_timeout=admin.reach.timeout_s)[name], f"deleting topic {name}")

@@ -37,8 +37,9 @@ from typing import Any
 import anyio
 
 from pybroker.client.connection import BrokerConnection, BrokerUnreachable
-from pybroker.errors import RETRIABLE, ErrorCode
-from pybroker.tools._common import add_bootstrap
+from pybroker.errors import ErrorCode
+from pybroker.tools._common import ToolError, add_bootstrap
+from pybroker.tools._retry import Retriable, retrying_async
 
 COMMAND = "transactions"
 HELP = "list, describe and abort transactions (kafka-transactions.sh)"
@@ -55,18 +56,6 @@ PRODUCER_COLUMNS = ("ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "La
                     "LastTimestamp", "CurrentTransactionStartOffset")
 HANGING_COLUMNS = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch",
                    "StartOffset", "LastTimestamp", "Duration(min)")
-
-
-class ToolError(Exception):
-    pass
-
-
-class Retriable(ToolError):
-    """An error Kafka's clients retry (RETRIABLE): asked again until the timeout."""
-
-
-#: pause between attempts after a retriable error
-RETRY_BACKOFF_S = 0.2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,14 +94,8 @@ def run(args: argparse.Namespace) -> int:
 async def _run(args: argparse.Namespace) -> int:
     """The action, again after a retriable error (a coordinator still loading its
     partition right after a start, a leader moving) until --timeout has passed."""
-    deadline = time.monotonic() + args.timeout / 1000
-    while True:
-        try:
-            return await _run_once(args)
-        except Retriable:
-            if time.monotonic() + RETRY_BACKOFF_S >= deadline:
-                raise
-            await anyio.sleep(RETRY_BACKOFF_S)
+    return await retrying_async(lambda: _run_once(args), args.timeout / 1000,
+                                f"transactions {args.action}")
 
 
 async def _run_once(args: argparse.Namespace) -> int:
@@ -279,9 +262,8 @@ class Tool:
 
 def _check(code: int, what: str) -> None:
     if code:
-        try:
-            name = ErrorCode(code).name
-        except ValueError:
-            name = str(code)
-        kind = Retriable if code in RETRIABLE else ToolError
-        raise kind(f"{what} failed: {name}")
+        found = ErrorCode.known(code)
+        name = found.name if found is not None else str(code)
+        if found is not None and found.retriable:
+            raise Retriable(f"{what} failed: {name}", found)
+        raise ToolError(f"{what} failed: {name}")
