@@ -5,7 +5,14 @@ and deleted topics leave no log behind on any broker."""
 from __future__ import annotations
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    ResourceType,
+)
 
 from tests.cluster.cluster import WAIT_S, Cluster, wait_for
 
@@ -74,3 +81,23 @@ def test_deleted_topic_leaves_no_log_on_any_broker(cluster: Cluster) -> None:
     wait_for(gone, what="every broker to drop the topic and its logs")
     assert not cluster.zk.exists("/brokers/topics/doomed")
     assert not cluster.zk.exists("/admin/delete_topics/doomed")
+
+
+def test_group_configs_set_on_a_fresh_cluster(cluster: Cluster) -> None:
+    """The first group config of a cluster creates /config/groups (Kafka creates a
+    config znode's parents: KafkaZkClient.setOrCreateEntityConfigs); the configs then
+    apply on every broker (librdkafka 0081_admin on three brokers)."""
+    one = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, "grp-conf", incremental_configs=[
+        ConfigEntry("consumer.session.timeout.ms", "50000",
+                    incremental_operation=AlterConfigOpType.SET)])
+    one.incremental_alter_configs([resource])[resource].result(WAIT_S)
+    for broker_id in (1, 2, 3):
+        other = AdminClient({"bootstrap.servers": cluster.brokers[broker_id].bootstrap})
+
+        def seen(admin: AdminClient = other) -> bool:
+            res = ConfigResource(ResourceType.GROUP, "grp-conf")
+            entries = admin.describe_configs([res])[res].result(WAIT_S)
+            return entries["consumer.session.timeout.ms"].value == "50000"
+
+        wait_for(seen, what=f"broker {broker_id} to show the group's session timeout")

@@ -46,6 +46,10 @@ async def write_config_znode(zk: AsyncKazoo, path: str, configs: Mapping[str, st
     data = zn.encode(zn.TopicConfigZNode(config=dict(configs)))
     notification = zn.encode(zn.ConfigChangeNotification(entity_path=entity_path))
     exists = await zk.call("exists", path) is not None
+    if not exists:
+        # the first entity of a type no broker creates at start (groups): Kafka
+        # creates a config znode with its parents (setOrCreateEntityConfigs)
+        await zk.call("ensure_path", path.rpartition("/")[0])
     write_at = 0 if must_exist is None else 1
     for _ in range(RACE_RETRIES_MAX):
         txn = zk.kazoo.transaction()
