@@ -285,7 +285,10 @@ class Broker:
             temporary.write_text(f"{session:x}\n")
             os.replace(temporary, path)
         except OSError as exc:  # the restart then waits for the old session, as before
-            log.warning("could not record the ZooKeeper session in %s: %s", path, exc)
+            log.warning("could not record the ZooKeeper session in %s: %s. A restart of "
+                        "this broker right after a crash then waits for the old session to "
+                        "expire (zookeeper.session.timeout.ms); check that the log dir is "
+                        "writable", path, exc)
 
     def _registration(self) -> BrokerRegistration:
         """/brokers/ids/<id>: this broker's advertised listeners (port 0: the bound one)
@@ -312,7 +315,9 @@ class Broker:
             try:
                 await logs.write_checkpoints_in_thread()  # fsyncs off the event loop
             except OSError as exc:
-                log.error("writing checkpoints failed: %s", exc)
+                log.error("writing checkpoints failed: %s. Tried again at the next interval; "
+                          "until one succeeds a crash means a longer recovery. Check the log "
+                          "dir (disk errors, permissions, space)", exc)
 
     async def _serve_metrics(self, ctx: BrokerContext, *,
                              task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:

@@ -546,7 +546,9 @@ class BrokerConfig:
                 try:
                     parsed[name] = parse_dynamic(name, value)
                 except ConfigError as exc:
-                    log.warning("ignoring dynamic %s config %s=%s: %s", what, name, value, exc)
+                    log.warning("ignoring dynamic %s config %s=%s: %s. The static or "
+                                "default value applies; correct or delete it with pybroker "
+                                "configs --alter", what, name, value, exc)
             layers.append(parsed)
         names = set(self.dynamic_default) | set(self.dynamic_broker) | set(layers[0]) | set(
             layers[1])

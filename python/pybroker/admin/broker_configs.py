@@ -24,7 +24,7 @@ from pybroker.config import (
     parse_dynamic,
 )
 from pybroker.coordination.base import CoordinationBackend, WatchHandle
-from pybroker.errors import ErrorCode, KafkaError
+from pybroker.errors import BUG_REPORT, ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,8 @@ class DynamicBrokerConfigs:
             try:
                 listener(changed)
             except Exception:  # one part failing to follow must not stop the others
-                log.exception("applying dynamic broker configs %s", sorted(changed))
+                log.exception("applying dynamic broker configs %s failed: this broker keeps "
+                              "its previous values until restarted. " + BUG_REPORT, sorted(changed))
 
     @staticmethod
     def validate(configs: Mapping[str, str | None]) -> dict[str, str]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pybroker.config import BrokerConfig, ConfigType
 from pybroker.coordination.base import CoordinationBackend, WatchHandle
-from pybroker.errors import ErrorCode, KafkaError
+from pybroker.errors import BUG_REPORT, ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,9 @@ class GroupConfigs:
             try:
                 listener(groups)
             except Exception:  # one part failing to follow must not stop the others
-                log.exception("applying group configs of %s", sorted(groups))
+                log.exception("applying the group configs of %s failed: those groups keep "
+                              "their previous configs on this broker. " + BUG_REPORT,
+                              sorted(groups))
 
     def overrides(self, group: str) -> dict[str, str]:
         return dict(self.stored.get(group, {}))

@@ -381,8 +381,9 @@ class Controller:
             return
         for (topic, index), error in sorted(results.items()):
             if error is not None:
-                log.warning("controller: /admin/reassign_partitions %s-%d: %s", topic, index,
-                            error)
+                log.warning("controller: /admin/reassign_partitions %s-%d: %s; that "
+                            "partition's move is dropped (correct the plan and run "
+                            "reassign-partitions --execute again)", topic, index, error)
 
     # --- requests only the controller serves --------------------------------------------
     def _require_lease(self) -> ControllerLease:

@@ -158,7 +158,8 @@ class LivenessWatch:
             while True:
                 await until_gone(host, port)
                 log.warning("broker %d (epoch %d): nothing listens on %s:%d any more; its "
-                            "process is gone", broker_id, epoch, host, port)
+                            "process is gone (its partitions get other leaders; start it "
+                            "again and it rejoins)", broker_id, epoch, host, port)
                 await _call(self.on_gone, broker_id, epoch)
                 if self.on_back is None:
                     # nothing to undo: look again a moment later, acting again if it is
@@ -179,4 +180,5 @@ async def _call(callback: Callback, broker_id: int, epoch: int) -> None:
         if result is not None:
             await result
     except Exception:
-        log.exception("acting on broker %d (epoch %d) failed", broker_id, epoch)
+        log.exception("acting on broker %d (epoch %d) failed; done again when its state "
+                      "next changes, or when its ZooKeeper session ends", broker_id, epoch)

@@ -38,7 +38,8 @@ async def controlled_shutdown(broker_id: int, config: BrokerConfig, metadata: Me
         try:
             remaining = await _ask(broker_id, metadata, controller)
         except (KafkaError, BrokerUnreachable, CoordinationError) as exc:
-            log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, exc)
+            log.warning("controlled shutdown attempt %d failed: %s; trying again",
+                        attempt + 1, exc)
             continue
         if not remaining:
             log.info("controlled shutdown succeeded")

@@ -21,6 +21,8 @@ import threading
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
+from pybroker.errors import BUG_REPORT
+
 log = logging.getLogger(__name__)
 
 #: a watch callback: a function or coroutine function; its return value is ignored
@@ -49,7 +51,9 @@ async def invoke(callback: Callback, *args: Any) -> None:
         if inspect.isawaitable(result):
             await result
     except Exception:  # a watcher's bug must not stop the other watchers
-        log.exception("coordination callback %r failed", callback)
+        log.exception("coordination callback %r failed: this broker may miss that change "
+                      "until the next one; restarting it reads everything again. " + BUG_REPORT,
+                      callback)
 
 
 class Dispatcher:

@@ -261,7 +261,8 @@ class TopicOps:
                 try:
                     entity = zn.decode(path, read[0], zn.ConfigChangeNotification).entity_path
                 except zn.MalformedZNode as exc:
-                    log.error("%s", exc)
+                    log.error("%s: the config change it announces is skipped; correct or "
+                              "delete that znode (zkCli.sh)", exc)
                     continue
                 kind, _, topic = entity.partition("/")
                 if kind == "topics" and topic:

@@ -124,7 +124,8 @@ class DataWatch(ZkWatch, Generic[V]):
             try:
                 value = self.decode(self.path, read[0], read[1])
             except MalformedZNode as exc:
-                log.error("%s", exc)
+                log.error("%s: taken as absent until it is readable; correct or delete that "
+                          "znode (zkCli.sh)", exc)
         self._version, self._fired = version, True
         await invoke(self.on_change, value)
 
@@ -240,9 +241,11 @@ class ChildrenDataWatch(ZkWatch, Generic[V]):
                 value = self.decode(path, data, stat)
             except MalformedZNode as exc:
                 if self.malformed_keeps_last and child in self.values:
-                    log.error("%s (its last readable value is kept)", exc)
+                    log.error("%s: its last readable value is kept; correct that znode "
+                              "(zkCli.sh)", exc)
                     continue
-                log.error("%s", exc)
+                log.error("%s: taken as absent until it is readable; correct or delete "
+                          "that znode (zkCli.sh)", exc)
                 if self.values.pop(child, None) is not None:
                     changed = True
                     await self._emit(child, None, -1)

@@ -158,14 +158,18 @@ class ZooKeeperBackend(TopicOps, EntityConfigOps):
         if self._closing or not self._started:
             return
         if state == KazooState.LOST:
-            log.warning("ZooKeeper session 0x%x expired", self._session or 0)
+            log.warning("ZooKeeper session 0x%x expired: this broker registers again with a "
+                        "new one, and leads nothing until then. If it repeats, check "
+                        "ZooKeeper's health and zookeeper.session.timeout.ms",
+                        self._session or 0)
             self._cancel_expiry_timer()
             presumed, self._expired = self._expired, True
             self.zk.session_expired()
             if not presumed:
                 self._dispatcher.submit(self._session_lost)
         elif state == KazooState.SUSPENDED:
-            log.warning("ZooKeeper connection lost; reconnecting")
+            log.warning("ZooKeeper connection lost; reconnecting. Nothing to do if it is back "
+                        "within the session timeout (%.1fs)", self.session_timeout_s)
             if self._expiry_timer is None and not self._expired:
                 self._expiry_timer = asyncio.get_running_loop().call_later(
                     self.session_timeout_s, self._presume_expired)
@@ -207,10 +211,12 @@ class ZooKeeperBackend(TopicOps, EntityConfigOps):
             try:
                 await self._create_registration(broker_id, registration)
             except BrokerIdInUse as exc:
-                log.error("could not re-register after the session expired: %s", exc)
+                log.error("could not register broker %d again after its session expired: "
+                          "%s. It serves no partitions; restart it", broker_id, exc)
                 self._registrations.pop(broker_id, None)
             except CoordinationUnavailable as exc:
-                log.warning("re-registration of broker %d interrupted: %s", broker_id, exc)
+                log.warning("registering broker %d again was interrupted: %s; tried again "
+                            "once ZooKeeper is back", broker_id, exc)
         for watch in list(self._watches):
             await watch.refresh_all()
         for callback in list(self._reestablished_callbacks.values()):

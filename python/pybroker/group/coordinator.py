@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from pybroker.replica.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+#: what a failed write of a group's records means to an operator
+STORE = ("; its clients get COORDINATOR_NOT_AVAILABLE and retry. If it repeats, check "
+         "the log dir of the group's __consumer_offsets partition")
 
 TICK_MS = 100
 #: Kafka error 86, not in the shared enum yet
@@ -280,7 +283,9 @@ class GroupCoordinator:
         try:
             await self.store.ensure()
         except Exception:
-            log.exception("creating the offsets topic failed")
+            log.exception("creating the offsets topic failed: consumer groups get "
+                          "COORDINATOR_NOT_AVAILABLE and retry. Check the cluster has "
+                          "offsets.topic.replication.factor live brokers")
 
     async def run(self) -> None:
         """Enforce deadlines until cancelled."""
@@ -557,7 +562,8 @@ class GroupCoordinator:
             try:
                 self._persist_group(group)
             except Exception:
-                log.exception("group %s: storing the assignment failed", group.group_id)
+                log.exception("group %s: storing the assignment failed" + STORE,
+                              group.group_id)
                 for m in group.members.values():
                     m.assignment = b""
                     m.finish_sync(sync_error(ErrorCode.COORDINATOR_NOT_AVAILABLE))
@@ -728,7 +734,7 @@ class GroupCoordinator:
                 log.info("group %s: storing offsets failed: %s", group_id, exc)
                 pending.failed = exc.code
             except Exception:
-                log.exception("group %s: storing offsets failed", group_id)
+                log.exception("group %s: storing offsets failed" + STORE, group_id)
                 pending.failed = ErrorCode.COORDINATOR_NOT_AVAILABLE
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
@@ -810,7 +816,8 @@ class GroupCoordinator:
                 log.info("group %s: storing transactional offsets failed: %s", group_id, exc)
                 pending.failed = next(c for t, c in TXN_APPEND_ERROR_CODES if isinstance(exc, t))
             except Exception:
-                log.exception("group %s: storing transactional offsets failed", group_id)
+                log.exception("group %s: storing transactional offsets failed" + STORE,
+                              group_id)
                 pending.failed = ErrorCode.COORDINATOR_NOT_AVAILABLE
             if pending.failed is not None:
                 # the batch was not written: the next one reuses its sequences
@@ -1023,7 +1030,7 @@ class GroupCoordinator:
                 try:
                     self.store.append(group_id, records)
                 except Exception:
-                    log.exception("group %s: deleting failed", group_id)
+                    log.exception("group %s: deleting failed" + STORE, group_id)
                     results.append((group_id, ErrorCode.COORDINATOR_NOT_AVAILABLE))
                     continue
                 group.state = S.DEAD
@@ -1049,7 +1056,8 @@ class GroupCoordinator:
         try:
             self._persist_group(group)
         except Exception:
-            log.exception("group %s: storing group metadata failed", group.group_id)
+            log.exception("group %s: storing group metadata failed" + STORE,
+                          group.group_id)
 
 
 @dataclasses.dataclass

@@ -46,7 +46,9 @@ async def handle_delete_records(ctx: BrokerContext, request: Request) -> dict[st
         try:
             ctx.logs.write_checkpoints()
         except OSError as exc:
-            log.error("writing checkpoints after DeleteRecords failed: %s", exc)
+            log.error("writing checkpoints after DeleteRecords failed: %s. The records are "
+                      "deleted; the checkpoint is written again at the next interval. If it "
+                      "repeats, check the log dir (disk errors, permissions, space)", exc)
     return {"throttle_time_ms": 0, "topics": topics}
 
 
@@ -74,6 +76,8 @@ async def delete_partition(ctx: BrokerContext, topic: str, index: int, offset: i
             log.info("%s-%d: log start offset moved to %d by DeleteRecords (%d segment(s) "
                      "deleted)", topic, index, plog.log_start_offset, deleted)
     except Exception as exc:  # closed under us or an I/O error
-        log.warning("DeleteRecords on %s-%d failed: %s", topic, index, exc)
+        log.warning("DeleteRecords on %s-%d failed: %s; answered KAFKA_STORAGE_ERROR. "
+                    "Check the partition's log dir (disk errors, permissions, space)", topic,
+                    index, exc)
         return ErrorCode.KAFKA_STORAGE_ERROR, INVALID_LOW_WATERMARK
     return ErrorCode.NONE, plog.log_start_offset

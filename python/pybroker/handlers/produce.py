@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pybroker import _core
 from pybroker.admin.internal_topics import ADMIN_CLIENT_ID, INTERNAL_TOPICS
-from pybroker.errors import ErrorCode, KafkaError
+from pybroker.errors import BUG_REPORT, ErrorCode, KafkaError
 from pybroker.handlers.leader_hint import LeaderHints
 from pybroker.handlers.registry import handles
 
@@ -131,7 +131,8 @@ def append_partition(
         for kind, code in APPEND_ERRORS:
             if isinstance(exc, kind):
                 return failed(code, str(exc), getattr(exc, "record_errors", ())), None
-        log.exception("append to %s-%d failed", topic, data["index"])
+        log.exception("append to %s-%d failed: answered UNKNOWN_SERVER_ERROR, nothing was "
+                      "written. " + BUG_REPORT, topic, data["index"])
         return failed(ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)), None
     ctx.metrics.record_produce(topic, len(records), result.record_count)
     answer = {

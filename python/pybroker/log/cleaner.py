@@ -141,7 +141,9 @@ class Cleaner:
                         functools.partial(self.clean, partition, first_dirty))
                     self.write_checkpoints(partitions())
             except Exception as exc:  # closed under us (topic deleted) or an I/O error
-                log.warning("cleaning %s-%d failed: %s", partition.topic, partition.index, exc)
+                log.warning("cleaning %s-%d failed: %s; tried again at a later pass. If it "
+                            "repeats, check its log dir (disk errors, permissions, space)",
+                            partition.topic, partition.index, exc)
                 new_dirty = first_dirty
             # no progress (nothing cleanable after all): do not spin on this log
             await anyio.sleep(backoff if new_dirty <= first_dirty else 0)

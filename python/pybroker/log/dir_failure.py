@@ -56,6 +56,7 @@ class LogDirFailures:
                   "restart the broker; recovery checks every log the dir holds",
                   directory, what, exc)
         if all_failed:
-            log.error("shutting down: every log dir (%s) has failed",
+            log.error("shutting down: every log dir (%s) has failed. Fix them (the lines "
+                      "above say how each failed), then start the broker again",
                       ", ".join(str(d) for d in self.dirs))
             self._on_all_failed()

@@ -270,8 +270,9 @@ class LogManager:
         if truncated:
             log.warning("%s: truncated %d bytes of torn or corrupt data at the end of its log "
                         "(an unclean shutdown); the records in them are gone from this "
-                        "replica (a follower fetches them again from its leader)", name,
-                        truncated)
+                        "replica. Nothing to do: a follower fetches them again from its "
+                        "leader (with one replica, producers with acks=all were not "
+                        "acknowledged for them)", name, truncated)
         self.open_tally.add(time.monotonic() - started, logs=1, bytes=size_before,
                             recovered=int(recovered), truncated=truncated,
                             truncated_logs=int(truncated > 0))
@@ -289,8 +290,10 @@ class LogManager:
         held = read_partition_metadata(path)
         if held in (None, ZERO_UUID, record.topic_id):
             return False
-        log.warning("deleting %s: its log is of topic id %s, an earlier topic named %s; "
-                    "the topic now has id %s", path, held, record.name, record.topic_id)
+        log.warning("deleting %s: its log is of topic id %s, an earlier topic named %s "
+                    "(deleted while this broker was down); the topic now has id %s. Nothing "
+                    "to do: the new topic's replica starts empty", path, held, record.name,
+                    record.topic_id)
         return True
 
     def _forget(self, directory: Path, key: tuple[str, int]) -> None:
@@ -465,8 +468,10 @@ def _write_partition_metadata(path: Path, topic_id: uuid.UUID) -> None:
     if current == topic_id:
         return
     if current not in (None, ZERO_UUID):
-        log.warning("%s/partition.metadata names topic id %s, the topic's is %s", path,
-                    current, topic_id)
+        log.warning("%s/partition.metadata names topic id %s, the topic's is %s: the file "
+                    "is left as it is. If the topic was deleted and created again, delete "
+                    "this partition's dir while the broker is stopped (its replica is then "
+                    "fetched from the leader)", path, current, topic_id)
         return
     target = path / "partition.metadata"
     tmp = path / "partition.metadata.tmp"

@@ -124,7 +124,9 @@ def retention_pass(partitions: Iterable[Partition]) -> int:
         try:
             deleted += apply_retention(partition, now_ms)
         except Exception as exc:  # a closed (deleted topic) or failing log: skip it
-            log.warning("retention of %s-%d failed: %s", partition.topic, partition.index, exc)
+            log.warning("retention of %s-%d failed: %s; tried again at the next check. If "
+                        "it repeats, check its log dir (disk errors, permissions, space)",
+                        partition.topic, partition.index, exc)
     return deleted
 
 

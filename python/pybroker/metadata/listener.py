@@ -68,7 +68,9 @@ class MetadataListener:
         try:
             parsed = registration.parsed_endpoints()
         except ValueError as exc:
-            log.warning("broker %d registered a bad endpoint: %s", broker_id, exc)
+            log.warning("broker %d registered an endpoint that cannot be read (%s): clients "
+                        "are not told of it until it registers a valid one; check that "
+                        "broker's listeners and advertised.listeners", broker_id, exc)
             return None
         chosen = next((e for e in parsed if e.listener_name == self.listener_name),
                       parsed[0] if parsed else None)

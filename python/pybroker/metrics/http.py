@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
+from pybroker.errors import BUG_REPORT
 from pybroker.metrics.exposition import CONTENT_TYPE, render
 
 if TYPE_CHECKING:
@@ -60,7 +61,8 @@ async def handle_client(broker: BrokerContext, stream: anyio.abc.SocketStream) -
         except (anyio.EndOfStream, anyio.BrokenResourceError, TimeoutError, OSError):
             return
         except Exception:
-            log.exception("metrics request failed")
+            log.exception("a /metrics request failed (the scraper gets no answer and "
+                          "tries again); " + BUG_REPORT)
 
 
 async def serve_metrics(broker: BrokerContext, host: str, port: int, *,

@@ -286,8 +286,9 @@ class ReplicaFetcher:
             return True
         self._leader_behind |= code in LEADER_CATCHING_UP
         if code not in RETRIABLE:
-            log.warning("fetching %s-%d from broker %d: %s", p.topic, p.index, self.leader_id,
-                        code.name)
+            log.warning("fetching %s-%d from broker %d: %s; fetched again (nothing to do "
+                        "unless it repeats: then check that broker's log)", p.topic, p.index,
+                        self.leader_id, code.name)
         return False
 
     async def _reset_out_of_range(self, connection: BrokerConnection, state: FetchState) -> None:
@@ -301,12 +302,14 @@ class ReplicaFetcher:
         if start is None or end is None:
             return
         if state.fetch_offset > end:
-            log.warning("%s-%d: leader %d ends at %d below our %d; truncating", p.topic, p.index,
-                        self.leader_id, end, state.fetch_offset)
+            log.warning("%s-%d: leader %d ends at %d below our %d; truncating to it (records "
+                        "past a leader's end were never committed: nothing to do)", p.topic,
+                        p.index, self.leader_id, end, state.fetch_offset)
             p.truncate_to(end)
             state.fetch_offset = p.log_end_offset
         elif state.fetch_offset < start:
-            log.warning("%s-%d: leader %d starts at %d above our %d; starting over there",
+            log.warning("%s-%d: leader %d starts at %d above our %d (retention or "
+                        "DeleteRecords moved its start); starting over there, nothing to do",
                         p.topic, p.index, self.leader_id, start, state.fetch_offset)
             p.truncate_fully_and_start_at(start)
             state.fetch_offset = start

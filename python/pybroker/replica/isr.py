@@ -124,7 +124,9 @@ class IsrManager:
         except CoordinationError as exc:
             # the writes may still have happened: a joining follower keeps holding the
             # high watermark back until the stored state arrives (ours or newer)
-            log.warning("ISR change of %d partition(s) failed: %s", len(updates), exc)
+            log.warning("ISR change of %d partition(s) failed: %s; tried again at the next "
+                        "check (nothing to do unless it repeats: then check ZooKeeper)",
+                        len(updates), exc)
             self._unsure.update(p for p, _, expand in planned.values() if expand)
             return
         written: list[tuple[str, int]] = []

@@ -190,7 +190,9 @@ class ReplicaManager:
                 if not isinstance(opened, Partition):
                     # whose log it is cannot be told: not served (clients are told this
                     # broker does not host it), not adopted as this topic's, not deleted
-                    log.error("%s-%d is not served: %s", record.name, index, opened)
+                    log.error("%s-%d is not served by this broker: %s. Fix the cause and "
+                              "restart the broker (other replicas, if any, serve it meanwhile)",
+                              record.name, index, opened)
                     continue
                 partition = ReplicaPartition(opened, self.broker_id, self.purgatory,
                                              self._isr_candidate)
@@ -260,7 +262,7 @@ class ReplicaManager:
             self.fetchers.unfollow((topic, index))
             partition.detach()
         log.warning("coordination session lost: leading and following nothing until the "
-                    "store is back")
+                    "store is back (nothing to do if ZooKeeper is reachable again soon)")
 
     def remove_topic(self, name: str) -> None:
         """The topic is gone: detach its partitions and delete their logs."""

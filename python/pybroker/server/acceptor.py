@@ -17,6 +17,7 @@ import anyio
 import anyio.abc
 
 from pybroker.config import BrokerConfig
+from pybroker.errors import BUG_REPORT
 from pybroker.security.session import Session
 from pybroker.security.tls import TlsSocket, certificate_principal, handshake
 from pybroker.metrics import BrokerMetrics
@@ -62,7 +63,8 @@ class ConnectionServer:
                 await self.quotas.wait_for_slot()
                 await self._accept_one(tg, sock, listener)
             except Exception:  # never let one connection's setup end the listener
-                log.exception("accepting a connection failed")
+                log.exception("accepting a connection failed; the listener goes on. "
+                              + BUG_REPORT)
                 await anyio.sleep(ACCEPT_BACKOFF_S)
 
     async def _accept_one(self, tg: anyio.abc.TaskGroup, sock: socket.socket,
@@ -73,7 +75,9 @@ class ConnectionServer:
             await anyio.wait_readable(sock)
             return
         except OSError as exc:  # EMFILE and friends: back off, keep serving
-            log.warning("accept failed: %s", exc)
+            log.warning("accepting a connection failed: %s; trying again shortly. With "
+                        "'Too many open files', raise the broker's file limit (ulimit -n) "
+                        "or lower max.connections", exc)
             await anyio.sleep(ACCEPT_BACKOFF_S)
             return
         host = str(address[0])
@@ -114,7 +118,8 @@ class ConnectionServer:
             if conn.close_reason is not None:
                 log.debug("closed %s: %s", conn.peer, conn.close_reason)
         except Exception:
-            log.exception("closing %s: serving it failed", conn.peer)
+            log.exception("closing %s: serving it failed (the client reconnects); " + BUG_REPORT,
+                          conn.peer)
         finally:
             conn.close()
             self.registry.remove(conn)

@@ -402,7 +402,8 @@ class Connection:
             return file_slice.read()  # type: ignore[attr-defined, no-any-return]
         except StorageError as exc:
             # the response's size is already promised: the connection cannot go on
-            log.error("closing %s: reading log bytes for its response failed: %s", self.peer,
+            log.error("closing %s: reading log bytes for its response failed: %s. The "
+                      "client reconnects; if it repeats, check the log dir's disk", self.peer,
                       exc)
             raise ConnectionClosed() from exc
 
@@ -442,7 +443,9 @@ class Connection:
             except OSError as exc:  # the socket side: reset, broken pipe, timeout...
                 raise ConnectionClosed() from exc
             except StorageError as exc:  # the file side
-                log.error("closing %s: sending log bytes failed: %s", self.peer, exc)
+                log.error("closing %s: sending log bytes failed: %s. The client "
+                          "reconnects; if it repeats, check the log dir's disk", self.peer,
+                          exc)
                 raise ConnectionClosed() from exc
             if n == 0:
                 # the file shrank under us (truncation); the frame size is already

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from pybroker import protocol
-from pybroker.errors import ErrorCode
+from pybroker.errors import BUG_REPORT, ErrorCode
 from pybroker.handlers.registry import HANDLERS
 from pybroker.security.authorizer import authorizer_for
 from pybroker.security.checks import authorize_request
@@ -125,8 +125,9 @@ class Dispatcher:
                 if decision is not None and decision.merge is not None and response is not None:
                     decision.merge(response)
         except Exception:
-            log.exception("%s v%d from %s failed", protocol.APIS[header.api_key].name,
-                          header.api_version, conn.peer)
+            log.exception("%s v%d from %s failed: the connection is closed (the client "
+                          "reconnects and retries); " + BUG_REPORT,
+                          protocol.APIS[header.api_key].name, header.api_version, conn.peer)
             return False
         finally:
             conn.request_done()

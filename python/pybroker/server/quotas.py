@@ -73,7 +73,8 @@ class ConnectionQuotas:
         try:
             fresh = ConnectionQuotas.from_config(config)
         except ConfigError as exc:
-            log.error("keeping the connection limits: %s", exc)
+            log.error("the new connection limits are invalid (%s): the previous ones stay. "
+                      "Correct them with pybroker configs --alter", exc)
             return
         self.max_connections = fresh.max_connections
         self.max_per_ip = fresh.max_per_ip

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from pybroker.errors import BUG_REPORT
+
 if TYPE_CHECKING:
     from pybroker.server.connection import Connection
 
@@ -65,7 +67,7 @@ class ConnectionRegistry:
                     next_idle_scan = now + self._idle_scan_interval()
                     self.close_idle(now)
             except Exception:
-                log.exception("connection sweep failed")
+                log.exception("the idle-connection sweep failed; it runs again. " + BUG_REPORT)
 
     def _idle_scan_interval(self) -> float:
         if self.max_idle_s < 0:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from pybroker.errors import ErrorCode
+from pybroker.errors import BUG_REPORT, ErrorCode
 from pybroker.phase_log import Tally
 from pybroker.transaction import records
 from pybroker.transaction.log import TRANSACTION_STATE_TOPIC, TransactionLog
@@ -339,8 +339,9 @@ class TransactionCoordinator:
                     return
                 await anyio.sleep(COMPLETE_RETRY_S)
         except Exception:
-            log.exception("transactional id %s: completing the transaction failed",
-                          md.transactional_id)
+            log.exception("transactional id %s: completing the transaction failed; its "
+                          "producer's next request finds it pending and it is completed "
+                          "again. " + BUG_REPORT, md.transactional_id)
         finally:
             md.pending = None
 
@@ -358,7 +359,8 @@ class TransactionCoordinator:
                 try:
                     await self.abort_timed_out()
                 except Exception:
-                    log.exception("aborting timed-out transactions failed")
+                    log.exception("aborting timed-out transactions failed; tried again at "
+                                  "the next check. " + BUG_REPORT)
 
     async def abort_timed_out(self) -> int:
         now = self.wall()
@@ -380,7 +382,8 @@ class TransactionCoordinator:
             try:
                 await self.expire_transactional_ids()
             except Exception:
-                log.exception("expiring transactional ids failed")
+                log.exception("expiring transactional ids failed; tried again at the next "
+                              "check. " + BUG_REPORT)
 
     async def expire_transactional_ids(self) -> int:
         """Tombstone ids with no transaction, idle for transactional.id.expiration.ms."""

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from pybroker.admin.internal_topics import TRANSACTION_STATE_TOPIC
-from pybroker.errors import ErrorCode, KafkaError
+from pybroker.errors import BUG_REPORT, ErrorCode, KafkaError
 from pybroker.group.offsets import java_abs, java_string_hash
 from pybroker.group.records import build_batch, iter_records
 
@@ -75,7 +75,8 @@ class TransactionLog:
         except KafkaError as exc:
             return _write_error(exc.code)
         except Exception:
-            log.exception("writing to %s-%d failed", TRANSACTION_STATE_TOPIC, index)
+            log.exception("writing to %s-%d failed: the producer gets UNKNOWN_SERVER_ERROR "
+                          "and may retry. " + BUG_REPORT, TRANSACTION_STATE_TOPIC, index)
             return ErrorCode.UNKNOWN_SERVER_ERROR
         end = int(result.last_offset) + 1
         await self.purgatory.wait_until(

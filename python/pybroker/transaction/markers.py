@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from pybroker import _core
-from pybroker.errors import ErrorCode, KafkaError
+from pybroker.errors import BUG_REPORT, ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from pybroker.handlers.context import BrokerContext
@@ -107,8 +107,9 @@ def _error_code(exc: Exception, topic: str, index: int) -> ErrorCode:
     for kind, code in MARKER_ERRORS:
         if isinstance(exc, kind):
             return code
-    log.exception("writing a transaction marker to %s-%d failed", topic, index,
-                  exc_info=exc)
+    log.exception("writing a transaction marker to %s-%d failed: answered "
+                  "UNKNOWN_SERVER_ERROR, the coordinator sends it again. " + BUG_REPORT,
+                  topic, index, exc_info=exc)
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
@@ -119,4 +120,5 @@ def _tell_listeners(topic: str, index: int, producer_id: int, producer_epoch: in
             fn(topic, index, producer_id, producer_epoch, commit, offset)
         except Exception:
             # one listener's bug must not fail the marker or the others
-            log.exception("transaction marker listener %r failed", fn)
+            log.exception("transaction marker listener %r failed (the marker is written). "
+                          + BUG_REPORT, fn)
