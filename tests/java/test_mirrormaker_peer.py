@@ -357,8 +357,8 @@ def test_mirror_exactly_once_into_target(start_side: BootstrapOf, source_kind: s
     mm2 = app("connect-mirror-maker.sh", str(props), log_path=tmp_path / "mm2.log")
     running: list[App] = [mm2.start()]
 
-    def committed_on_target() -> dict[int, int]:
-        """Per partition, how many records a read_committed reader finds on the target."""
+    def on_target() -> dict[int, list[tuple[int, bytes]]]:
+        """Per partition, the (offset, value)s a read_committed reader finds on the target."""
         c = Consumer({"bootstrap.servers": target, "group.id": "mm2-peer-count",
                       "enable.auto.commit": False, "isolation.level": "read_committed"})
         try:
@@ -371,26 +371,33 @@ def test_mirror_exactly_once_into_target(start_side: BootstrapOf, source_kind: s
         if any(e <= 0 for e in ends.values()):
             return {}
         try:  # ends are last stable offsets (read_committed): everything below is decided
-            got = read_partitions_to(target, REMOTE, ends)
+            return read_partitions_to(target, REMOTE, ends)
         except AssertionError:  # not read to the end in time: poll again
             return {}
-        return {p: len(v) for p, v in got.items()}
+
+    def holds(records: range) -> dict[int, list[tuple[int, bytes]]] | None:
+        got = on_target()
+        return got if {p: len(v) for p, v in got.items()} == counts(records) else None
 
     try:
         read = consume_as_group(source, TOPIC, len(first), commit=True)
         assert {p: [v for _, v in r] for p, r in read.items()} == expected(first)
-        wait_until(lambda: committed_on_target() == counts(first), REPLICATION_TIMEOUT_S,
-                   f"{REMOTE} on the target to hold {EOS_FIRST} committed records",
-                   poll=2.0, on_timeout=mm2.log_tail)
-        # translated: a read_committed consumer of the group on the target starts right
-        # after the last record it read on the source (a marker in between is skipped)
+        replicated = wait_until(lambda: holds(first), REPLICATION_TIMEOUT_S,
+                                f"{REMOTE} on the target to hold {EOS_FIRST} committed "
+                                "records", poll=2.0, on_timeout=mm2.log_tail)
+        assert {p: [v for _, v in r] for p, r in replicated.items()} == expected(first)
+        # the group stopped after its last record on the source: translated, it is one
+        # past that record's offset on the target (a commit marker may sit there; a
+        # consumer steps over it)
+        translated = {p: r[-1][0] + 1 for p, r in replicated.items()}
+        wait_until(lambda: committed(target, REMOTE) == translated, TRANSLATION_TIMEOUT_S,
+                   f"group {GROUP}'s offsets translated onto the target ({translated})",
+                   on_timeout=lambda: f"{committed(target, REMOTE)}\n" + mm2.log_tail())
+
         produce(source, rest)
-        wait_until(lambda: committed_on_target() == counts(every), REPLICATION_TIMEOUT_S,
+        wait_until(lambda: holds(every), REPLICATION_TIMEOUT_S,
                    f"{REMOTE} on the target to hold {EOS_RECORDS} committed records",
                    poll=2.0, on_timeout=mm2.log_tail)
-        wait_until(lambda: committed(target, REMOTE), TRANSLATION_TIMEOUT_S,
-                   f"group {GROUP}'s offsets translated onto the target",
-                   on_timeout=mm2.log_tail)
         resumed = consume_as_group(target, REMOTE, len(rest), commit=False)
         for p, values in expected(rest).items():
             assert [v for _, v in resumed[p]] == values, f"partition {p}: gap or duplicate"
@@ -402,13 +409,14 @@ def test_mirror_exactly_once_into_target(start_side: BootstrapOf, source_kind: s
             proc.stop(60)
 
 
-def read_partitions_to(bootstrap: str, topic: str, ends: dict[int, int]) -> dict[int, list]:
+def read_partitions_to(bootstrap: str, topic: str, ends: dict[int, int]
+                       ) -> dict[int, list[tuple[int, bytes]]]:
     """read_committed, every record of each partition below `ends[p]` (an offset)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "mm2-peer-reader",
                          "enable.auto.commit": False, "isolation.level": "read_committed",
                          "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, p, 0) for p in ends])
-    got: dict[int, list] = {p: [] for p in ends}
+    got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in ends}
     done: set[int] = set()
 
     def more() -> bool:
@@ -419,7 +427,7 @@ def read_partitions_to(bootstrap: str, topic: str, ends: dict[int, int]) -> dict
                     done.add(m.partition())
                 continue
             if m.offset() < ends[m.partition()]:
-                got[m.partition()].append(m.value())
+                got[m.partition()].append((m.offset(), m.value()))
             else:
                 done.add(m.partition())
         return done == set(ends)
