@@ -53,6 +53,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -309,6 +310,10 @@ def run_cluster(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             cluster.close()
             zookeeper.stop()
+            if args.keep_logs:
+                Path(args.keep_logs).mkdir(parents=True, exist_ok=True)
+                for broker_id, broker in cluster.brokers.items():
+                    shutil.copy(broker.log_path, Path(args.keep_logs) / f"broker{broker_id}.log")
 
 
 def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -346,15 +351,25 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     proc = cluster.brokers[target].proc
     t_term = time.time()
     proc.send_signal(signal.SIGTERM)
-    t_moved = poll_until(lambda: all(s["leader"] != target for s in states().values()),
-                         args.timeout, f"broker {target}'s leaderships to move")
-    proc.wait(timeout=args.timeout)
+    try:
+        t_moved: float | None = poll_until(
+            lambda: all(s["leader"] != target for s in states().values()), args.timeout,
+            f"broker {target}'s leaderships to move")
+    except RuntimeError as exc:
+        print(f"cluster: {exc}; going on", file=sys.stderr, flush=True)
+        t_moved = None
+    proc.wait(timeout=args.timeout * 3)
     t_exit = time.time()
+    unclean = log_lines_since(cluster.brokers[target].log_path, t_term,
+                              r"controlled shutdown attempt \d+ failed|proceeding to do an "
+                              r"unclean shutdown")
     own = log_lines_since(cluster.brokers[controller].log_path, t_term,
                           rf"controlled shutdown of broker {target},.* in ([\d.]+) s")
     result["controlled_shutdown"] = {
         "broker": target, "leaderships": led,
-        "moved_s": round(t_moved - t_term, 2), "exited_s": round(t_exit - t_term, 2),
+        "moved_s": round(t_moved - t_term, 2) if t_moved else None,
+        "exited_s": round(t_exit - t_term, 2),
+        "failed_attempts_and_unclean": [line[-160:] for _, line in unclean],
         "controller_s": [float(re.search(r"in ([\d.]+) s", line)[1]) for _, line in own],
     }
     cluster.brokers[target].stop()
@@ -410,8 +425,10 @@ def report_cluster(r: dict[str, Any]) -> None:
           f"{r['read_all_states_s']:.2f} s")
     c = r["controlled_shutdown"]
     print(f"  controlled shutdown of broker {c['broker']} ({c['leaderships']} leaderships): "
-          f"moved in {c['moved_s']:.2f} s (polled), controller's work {c['controller_s']} s, "
+          f"moved in {c['moved_s']} s (polled), controller's work {c['controller_s']} s, "
           f"process exited after {c['exited_s']:.2f} s")
+    for line in c["failed_attempts_and_unclean"]:
+        print(f"    {line}")
     b = r["restart"]
     print(f"  restart of broker {b['broker']}: serving after {b['serving_s']:.2f} s, in every "
           f"ISR after {b['in_every_isr_s']} s")
@@ -451,6 +468,7 @@ def main() -> None:
                         help="a 3-broker ZooKeeper cluster (see the docstring)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="--cluster: extra broker setting (repeatable)")
+    parser.add_argument("--keep-logs", metavar="DIR", help="--cluster: copy the broker logs here")
     parser.add_argument("--metadata-samples", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--peer", help="HOST:PORT of a running broker to compare with")

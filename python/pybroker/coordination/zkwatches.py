@@ -12,14 +12,16 @@ client is connected again, which re-reads everything and re-arms every watch (an
 reports whatever changed while disconnected).
 
 Costs: a `ChildrenDataWatch` holds 1 + n watches (the children list and each child's
-data) and re-reads a child only when it changes; on reconnect it re-reads all n in one
-pipelined batch. `PartitionStatesWatch` holds one ChildrenDataWatch per topic, so
-1 + T + P watches for T topics and P partitions."""
+data) and re-reads a child only when it changes (every child changed by the time the
+re-read runs, in one pipelined batch: one dispatcher job, not one per child); on
+reconnect it re-reads all n in one pipelined batch. `PartitionStatesWatch` holds one
+ChildrenDataWatch per topic, so 1 + T + P watches for T topics and P partitions."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
@@ -160,6 +162,9 @@ class ChildrenDataWatch(ZkWatch, Generic[V]):
         self.values: dict[str, tuple[V | None, int]] = {}
         self._zxids: dict[str, int] = {}
         self._child_watchers: dict[str, Watcher] = {}
+        #: children whose data watch fired, to re-read (added on kazoo's threads)
+        self._dirty: set[str] = set()
+        self._dirty_lock = threading.Lock()
         self._fired = False
 
     def _children_watcher(self, event: WatchedEvent) -> None:
@@ -168,14 +173,23 @@ class ChildrenDataWatch(ZkWatch, Generic[V]):
     def _watcher_for(self, child: str) -> Watcher:
         watcher = self._child_watchers.get(child)
         if watcher is None:
-            async def job() -> None:
-                await self._guarded(lambda: self._refresh_children_data([child]))
-
-            def watcher(event: WatchedEvent) -> None:
-                self._trigger(job, (self, child), event)
+            def watcher(event: WatchedEvent) -> None:  # on a kazoo thread
+                if event.type != EventType.NONE:
+                    with self._dirty_lock:
+                        self._dirty.add(child)
+                # one job re-reads every child changed by then, pipelined: a controller's
+                # batch of 10,000 states is not 10,000 jobs of one round trip each
+                self._trigger(self._refresh_dirty_job, (self, "data"), event)
 
             self._child_watchers[child] = watcher
         return watcher
+
+    async def _refresh_dirty_job(self) -> None:
+        with self._dirty_lock:
+            children = sorted(self._dirty)
+            self._dirty.clear()
+        # a change seen after this point adds its child again and queues this job again
+        await self._guarded(lambda: self._refresh_children_data(children))
 
     async def _refresh_children_job(self) -> None:
         await self._guarded(self._refresh_children)
