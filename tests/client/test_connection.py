@@ -122,3 +122,25 @@ def test_a_refused_connection_is_unreachable() -> None:
         with pytest.raises(BrokerUnreachable):
             await connection.request_frame(API_VERSIONS, 0, {})
     anyio.run(main)
+
+
+def test_a_request_cancelled_mid_answer_leaves_no_half_frame_behind() -> None:
+    async def serve(stream: anyio.abc.SocketStream) -> None:
+        buffered = bytearray()
+        cid = await read_request(stream, buffered)
+        whole = response(cid, b"first" * 100)
+        await stream.send(whole[:20])  # the rest would come later, after the cancel
+        await anyio.sleep(0.5)
+        await stream.send(whole[20:])
+        await anyio.sleep(5)
+
+    async def client(connection: BrokerConnection) -> None:
+        with anyio.move_on_after(0.2):
+            await connection.request_frame(API_VERSIONS, 0, {})
+            pytest.fail("the answer came whole")
+        assert connection._stream is None  # closed: its late bytes are never read
+        # a new connection, a new answer: its start is its own
+        second = await connection.request_frame(API_VERSIONS, 0, {})
+        assert bytes(second[4:24]) == b"first" * 4
+
+    run_against(serve, client)

@@ -77,6 +77,11 @@ class BrokerConnection:
                 protocol.ProtocolError, SaslFailed) as exc:
             await self.close()
             raise BrokerUnreachable(f"{self}: {exc!r}") from exc
+        except BaseException:
+            # cancelled (or anything else) mid-exchange: the rest of an answer may still
+            # come, and must not be read as the next one's
+            await self.close()
+            raise
 
     async def _connect(self) -> None:
         security = self.security
