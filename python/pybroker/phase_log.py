@@ -8,9 +8,10 @@ stay, at DEBUG."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 #: a burst has ended once nothing was added for this long
 QUIET_S = 0.5
@@ -29,6 +30,8 @@ class Tally:
         self.started = 0.0
         self.last = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        #: batches of items under way (see ongoing): the burst does not end meanwhile
+        self.busy = 0
 
     def add(self, seconds: float = 0.0, **counts: int) -> None:
         """One item (a partition loaded, `seconds` ago its load began) and its counts."""
@@ -47,9 +50,22 @@ class Tally:
         if self._timer is None:
             self._timer = loop.call_later(QUIET_S, self._check)
 
+    @contextlib.contextmanager
+    def ongoing(self) -> Iterator[None]:
+        """A batch of items is being loaded (on a worker thread, added when it is done):
+        the burst goes on meanwhile, however long the batch takes."""
+        self.busy += 1
+        try:
+            yield
+        finally:
+            self.busy -= 1
+            self.last = time.monotonic()
+
     def _check(self) -> None:
         self._timer = None
         left = self.last + QUIET_S - time.monotonic()
+        if self.busy:
+            left = QUIET_S
         if left > 0:
             self._timer = asyncio.get_running_loop().call_later(left, self._check)
             return

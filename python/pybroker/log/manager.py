@@ -212,6 +212,48 @@ class LogManager:
                                                 lead_epoch)
         return self._register(record, index, placed, opened)
 
+    async def open_partitions_async(self, record: TopicRecord, wanted: dict[int, int | None]
+                                    ) -> dict[int, Partition | Exception]:
+        """open_partition_async for several partitions of a topic (index -> lead epoch) in
+        one worker-thread call: a 100-partition topic cost 100 thread round trips, each
+        slow on a loaded machine. Each index gets its partition, or the exception its
+        open raised (UnreadablePartitionMetadata, an OSError), for the caller to handle
+        where it would have met it. Shielded: what was opened is registered."""
+        results: dict[int, Partition | Exception] = {}
+        placed: dict[int, Path] = {}
+        for index in wanted:
+            try:
+                where = self._place(record, index)
+            except UnreadablePartitionMetadata as exc:
+                results[index] = exc
+                continue
+            if isinstance(where, Partition):
+                results[index] = where
+            else:
+                placed[index] = where
+                self._dir_load[where] += 1  # the batch spreads over the dirs as it is placed
+
+        def open_all() -> dict[int, tuple[Partition, int, float] | Exception]:
+            out: dict[int, tuple[Partition, int, float] | Exception] = {}
+            for index, directory in placed.items():
+                try:
+                    out[index] = self._open_files(record, index, directory, wanted[index])
+                except Exception as exc:  # noqa: BLE001 - handed to the caller per partition
+                    out[index] = exc
+            return out
+
+        with anyio.CancelScope(shield=True), self.open_tally.ongoing():
+            try:
+                opened = await anyio.to_thread.run_sync(open_all) if placed else {}
+            finally:
+                for directory in placed.values():
+                    self._dir_load[directory] -= 1
+            for index, directory in placed.items():
+                got = opened[index]
+                results[index] = (got if isinstance(got, Exception)
+                                  else self._register(record, index, directory, got))
+        return results
+
     def _place(self, record: TopicRecord, index: int) -> Partition | Path:
         """The partition when it is open already, else the dir to open it in."""
         key = (record.name, index)

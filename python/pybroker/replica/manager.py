@@ -128,15 +128,16 @@ class ReplicaManager:
 
     async def apply_topic_async(self, record: TopicRecord,
                                 versions: list[int] | None = None) -> None:
-        """apply_topic without holding the event loop: a new log is opened on a worker
-        thread (its files and fsyncs; a 50-partition topic opened on the loop held
-        every connection up for seconds on a loaded machine), and so is the leader
-        epoch of a partition this broker takes the lead of while it had no leader (a
+        """apply_topic without holding the event loop: new logs are opened on a worker
+        thread (their files and fsyncs; a 50-partition topic opened on the loop held
+        every connection up for seconds on a loaded machine), and so are the leader
+        epochs of partitions this broker takes the lead of while they had no leader (a
         new topic's: the epoch checkpoint's fsync, a few ms each, was most of what a
-        new topic still held the loop for, issue 25); the loop gets a turn whenever
-        APPLY_SLICE_S has gone. Requests meanwhile
+        new topic still held the loop for, issue 25), the whole topic in one thread
+        call (_prepare); the loop gets a turn whenever APPLY_SLICE_S has gone. Requests meanwhile
         see the partitions not yet opened as not hosted here, which clients retry, as
         they do while Kafka's LeaderAndIsr is on its way."""
+        opened = await self._prepare(record)
         started = time.monotonic()
         steps = self._apply_steps(record, versions)
         reply: Partition | UnreadablePartitionMetadata | None = None
@@ -150,16 +151,44 @@ class ReplicaManager:
                 await anyio.to_thread.run_sync(need.run)
                 started = time.monotonic()
             elif need is not None:
-                state = record.partitions[need]
-                lead_epoch = state.leader_epoch if state.leader == self.broker_id else None
-                try:
-                    reply = await self.logs.open_partition_async(record, need, lead_epoch)
-                except UnreadablePartitionMetadata as exc:
-                    reply = exc
+                got = opened.pop(need, None)
+                if got is None:  # not prepared: opened on its own
+                    state = record.partitions[need]
+                    lead_epoch = state.leader_epoch if state.leader == self.broker_id else None
+                    try:
+                        got = await self.logs.open_partition_async(record, need, lead_epoch)
+                    except UnreadablePartitionMetadata as exc:
+                        got = exc
+                if isinstance(got, Exception) and not isinstance(got,
+                                                                 UnreadablePartitionMetadata):
+                    raise got
+                reply = got
                 started = time.monotonic()
             elif time.monotonic() - started > APPLY_SLICE_S:
                 await anyio.sleep(0)
                 started = time.monotonic()
+
+    async def _prepare(self, record: TopicRecord) -> dict[int, Partition | Exception]:
+        """apply_topic_async's worker-thread work, in two calls whatever the topic's size:
+        record the epoch of partitions to be led here that have no leader now (nothing
+        appends to them meanwhile), and open the logs of partitions new here (with the
+        epoch of those to be led here). Returns what each open gave."""
+        me = self.broker_id
+        wanted: dict[int, int | None] = {}
+        leading: list[_LeadAt] = []
+        for index, state in enumerate(record.partitions):
+            if me not in state.replicas:
+                continue
+            partition = self.partitions.get((record.name, index))
+            if partition is None:
+                wanted[index] = state.leader_epoch if state.leader == me else None
+            elif (state.leader == me and partition.leader < 0
+                  and state.leader_epoch >= partition.leader_epoch
+                  and partition.log.log.latest_epoch != state.leader_epoch):
+                leading.append(_LeadAt(partition, state.leader_epoch))
+        if leading:
+            await anyio.to_thread.run_sync(lambda: [step.run() for step in leading])
+        return await self.logs.open_partitions_async(record, wanted) if wanted else {}
 
     def _apply_steps(self, record: TopicRecord, versions: list[int] | None
                      ) -> Generator[_Step, Partition | UnreadablePartitionMetadata | None,
