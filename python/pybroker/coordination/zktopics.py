@@ -20,6 +20,7 @@ from kazoo.exceptions import (
     NoNodeError,
     NotEmptyError,
 )
+from kazoo.protocol.serialization import SetData
 from kazoo.protocol.states import ZnodeStat
 
 from pybroker.coordination import znodes as zn
@@ -456,10 +457,14 @@ class TopicOps:
         partition's outcome; return the writes of failed multis that were not the
         failure's cause (to be tried again)."""
         pending = []
+        chroot = self.zk.kazoo.chroot or ""
         for batch in batches:
             txn = fenced_multi(self.zk, lease)
-            for update, path, data in batch:
-                txn.set_data(path, data, update.expected_version)
+            # the operations as txn.set_data makes them, without its per-operation path
+            # normalisation (a third of a 10,000-state batch's CPU): these paths are
+            # built by znodes.py, absolute and normal already
+            txn.operations.extend(SetData(chroot + path, data, update.expected_version)
+                                  for update, path, data in batch)
             pending.append(txn.commit_async())
         answers = await asyncio.gather(*(self.zk.wait(r) for r in pending))
         retry: list[_StateWrite] = []

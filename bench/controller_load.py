@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""A new controller's work at scale, without brokers (issue 25): how long a controller
+elected over N existing partition states takes to read them all and to move a dead
+broker's partitions.
+
+On a ZooKeeper of its own (Debian's package, as tests/cluster): three broker
+registrations (three kazoo sessions, each with a listener that accepts connections,
+as the controller watches them), N partitions as 100-partition topics at RF 3 with
+their states written directly (the preferred replica leads, full ISR), then in this
+process the real Controller (python/pybroker/controller/) is started:
+
+1. **Load.** Time from its start until it is controller, and until its first pass over
+   every topic is done (the states are all read; nothing needs writing): no topic
+   pending and no reconcile running.
+2. **Elections.** Broker 3's session is closed (its registration goes, as when a
+   broker dies and its session ends): time until no state names broker 3 as leader or
+   in an ISR (read back with multiReads), i.e. N/3 new leaders and 2N/3 ISR shrinks.
+
+Run it against another checkout with PYTHONPATH=<checkout>/python to compare. Every
+wait is bounded.
+
+    python bench/controller_load.py --partitions 10000
+    python bench/controller_load.py --partitions 30000 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import anyio  # noqa: E402
+
+from pybroker.config import BrokerConfig  # noqa: E402
+from pybroker.controller.controller import Controller  # noqa: E402
+from pybroker.coordination.base import TopicAssignment  # noqa: E402
+from pybroker.coordination.zkmultiread import get_many  # noqa: E402
+from pybroker.coordination.zookeeper import ZooKeeperBackend  # noqa: E402
+from pybroker.coordination.znodes import BrokerRegistration, LeaderAndIsr  # noqa: E402
+from tests.cluster.zookeeper import ZooKeeperServer, unavailable_reason  # noqa: E402
+
+PER_TOPIC = 100
+BROKERS = (1, 2, 3)
+
+
+def replicas(index: int) -> list[int]:
+    return [BROKERS[(index + k) % 3] for k in range(3)]
+
+
+async def idle(stream: Any) -> None:
+    async with stream:
+        await anyio.sleep_forever()
+
+
+async def states_without(backend: ZooKeeperBackend, names: list[str], broker: int) -> bool:
+    paths = [f"/brokers/topics/{n}/partitions/{p}/state" for n in names
+             for p in range(PER_TOPIC)]
+    reads = await get_many(backend.zk, paths)
+    return all(r is not None and (s := json.loads(r[0]))["leader"] != broker
+               and broker not in s["isr"] for r in reads)
+
+
+async def wait_until(check: Any, timeout: float, what: str) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await check():
+            return time.monotonic()
+        await anyio.sleep(0.02)
+    raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
+
+
+async def measure(connect: str, partitions: int, timeout: float, tmp: Path) -> dict[str, Any]:
+    names = [f"load-{i:04d}" for i in range(max(1, partitions // PER_TOPIC))]
+    async with anyio.create_task_group() as tg:
+        clients: dict[int, ZooKeeperBackend] = {}
+        for broker in BROKERS:
+            listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+            tg.start_soon(listener.serve, idle)
+            port = listener.extra(anyio.abc.SocketAttribute.local_port)
+            clients[broker] = ZooKeeperBackend(connect, session_timeout_ms=30000,
+                                               request_timeout_ms=120000)
+            await clients[broker].start()
+            await clients[broker].register_broker(
+                broker, BrokerRegistration.create([("PLAINTEXT", "127.0.0.1", port)]))
+        writer = ZooKeeperBackend(connect, session_timeout_ms=30000, request_timeout_ms=120000)
+        await writer.start()
+        lease = await writer.try_elect_controller(99)  # writes the states, then steps down
+        assert lease is not None
+        t0 = time.monotonic()
+        for name in names:
+            await writer.create_topic(TopicAssignment(
+                name=name, topic_id=uuid.uuid4(),
+                partitions={p: replicas(p) for p in range(PER_TOPIC)}), {}, lease)
+            await writer.create_partition_states(name, {
+                p: LeaderAndIsr(controller_epoch=lease.epoch, leader=replicas(p)[0],
+                                leader_epoch=0, isr=replicas(p)) for p in range(PER_TOPIC)},
+                lease)
+        written_s = time.monotonic() - t0
+        await writer.resign(lease)
+        await writer.close()
+        print(f"{len(names) * PER_TOPIC} partition states written in {written_s:.1f} s",
+              file=sys.stderr, flush=True)
+
+        backend = clients[1]
+        controller = Controller(1, backend, BrokerConfig({"log.dirs": str(tmp),
+                                                          "broker.id": "1"}))
+        busy = [0]
+        reconcile = controller._reconcile
+
+        async def counted(*args: Any) -> None:
+            busy[0] += 1
+            try:
+                await reconcile(*args)
+            finally:
+                busy[0] -= 1
+
+        controller._reconcile = counted  # type: ignore[method-assign]
+        t_start = time.monotonic()
+        tg.start_soon(controller.run)
+
+        async def elected() -> bool:
+            return controller.is_active
+
+        t_elected = await wait_until(elected, timeout, "the controller elected")
+
+        async def settled() -> bool:
+            # every topic known and no reconcile pending or running
+            return (len(controller._topics) >= len(names) and not controller._pending
+                    and not busy[0])
+
+        await backend.settle()
+        t_loaded = await wait_until(settled, timeout, "the first pass over every topic")
+        t_kill = time.monotonic()
+        await clients[3].close()  # broker 3's session ends: its registration goes
+        t_moved = await wait_until(lambda: states_without(backend, names, 3), timeout,
+                                   "every state without broker 3")
+        tg.cancel_scope.cancel()
+    for broker in (1, 2):
+        await clients[broker].close()
+    return {"partitions": len(names) * PER_TOPIC, "states_written_s": round(written_s, 2),
+            "elected_s": round(t_elected - t_start, 2),
+            "loaded_s": round(t_loaded - t_start, 2),
+            "elections_s": round(t_moved - t_kill, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--partitions", type=int, default=10000)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--json", help="write the figures here too")
+    args = parser.parse_args()
+    reason = unavailable_reason()
+    if reason:
+        sys.exit(f"cannot run ZooKeeper: {reason}")
+    with tempfile.TemporaryDirectory(prefix="bench-controller-load-") as tmp:
+        zookeeper = ZooKeeperServer(Path(tmp) / "zk").start()
+        try:
+            connect = zookeeper.connect_string(f"/load-{uuid.uuid4().hex[:8]}")
+            result = asyncio.run(measure(connect, args.partitions, args.timeout, Path(tmp)))
+        finally:
+            zookeeper.stop()
+    print(f"controller over {result['partitions']} partitions (RF 3, 3 brokers): elected "
+          f"{result['elected_s']} s after start, first pass over every topic done "
+          f"{result['loaded_s']} s after start; broker 3's session closed: every state "
+          f"without it {result['elections_s']} s later")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
