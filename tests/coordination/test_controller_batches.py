@@ -19,9 +19,14 @@ import anyio
 import pytest
 
 from pybroker.config import BrokerConfig
-from pybroker.controller.controller import Controller
+from pybroker.controller.controller import PREFERRED, Controller
 from pybroker.coordination import zktopics
-from pybroker.coordination.base import CoordinationBackend, TopicAssignment, VersionedState
+from pybroker.coordination.base import (
+    CoordinationBackend,
+    StateUpdate,
+    TopicAssignment,
+    VersionedState,
+)
 from pybroker.coordination.znodes import BrokerRegistration, LeaderAndIsr
 from tests.coordination.conftest import Cluster, MultiCounter, eventually
 
@@ -187,3 +192,36 @@ async def test_a_dead_brokers_partitions_move_in_batches(
         check_without(2, before, await setup.states(), set())
         # one leader per partition, never two: each led partition was written once
         assert counter.count <= math.ceil(len(setup.keys) / BATCH), counter.count
+
+
+@pytest.mark.parametrize("backend_kind", ["zookeeper"])
+async def test_preferred_elections_go_in_batches(
+        cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ElectLeaders (and the automatic rebalance) over partitions led by a replica that is
+    not the preferred one: every preferred replica elected, epochs up by one, in
+    about N / batch multis."""
+    monkeypatch.setattr(zktopics, "STATE_OPS_PER_MULTI", BATCH)
+    async with running(cluster, tmp_path) as setup:
+        current = await setup.states()
+        lease = setup.controller.lease
+        assert lease is not None
+        # as after a broker's return: the second replica leads, every replica in sync
+        misled = {k: LeaderAndIsr(controller_epoch=lease.epoch, leader=replicas(k[1])[1],
+                                  leader_epoch=v.state.leader_epoch + 1, isr=replicas(k[1]))
+                  for k, v in current.items()}
+        outcomes = await setup.backend.update_partition_states(
+            [StateUpdate(t, p, misled[(t, p)], current[(t, p)].version) for t, p in setup.keys],
+            lease)
+        assert all(isinstance(o, int) for o in outcomes.values())
+        before = await setup.states()
+        counter = MultiCounter(setup.backend)
+
+        results = await setup.controller.elect_leaders(PREFERRED, None)
+
+        assert {k: results[k] for k in setup.keys} == dict.fromkeys(setup.keys)
+        assert counter.count <= math.ceil(len(setup.keys) / BATCH), counter.count
+        after = await setup.states()
+        for key, old in before.items():
+            assert after[key].state.leader == replicas(key[1])[0]
+            assert after[key].state.leader_epoch == old.state.leader_epoch + 1
+            assert after[key].state.isr == old.state.isr

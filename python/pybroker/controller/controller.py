@@ -108,6 +108,7 @@ from pybroker.coordination.base import (
     ControllerLease,
     StateUpdate,
     TopicAssignment,
+    VersionedState,
     WatchHandle,
 )
 from pybroker.coordination.errors import ControllerMoved, CoordinationError, StaleVersion
@@ -450,56 +451,83 @@ class Controller:
             partitions = [(n, i) for n, a in sorted(self._topics.items())
                           for i in sorted(a.partitions)]
         results: dict[Partition, KafkaError | None] = {}
-        for key in partitions:
-            results[key] = await self._elect_one(election_type, key)
-        return results
-
-    async def _elect_one(self, election_type: int, key: Partition) -> KafkaError | None:
-        name, index = key
+        # in batches, as the other state changes: every state read in one go, the
+        # elections written one multi per batch, each conditional on the version it was
+        # decided from; a state that changed meanwhile is read and decided again
+        todo = list(dict.fromkeys(partitions))
         for _ in range(WRITE_RETRIES):
+            if not todo:
+                break
             lease = self._require_lease()
-            assignment = self._topics.get(name)
-            states = await self.backend.partition_states(name) if assignment else {}
-            current = states.get(index)
-            if assignment is None or index not in assignment.partitions or current is None:
-                return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                  f"The partition {name}-{index} does not exist.")
-            replicas = assignment.partitions[index]
-            live = self._live - self._shutting_down
-            state = current.state
-            chosen: LeaderAndIsr | None
-            if election_type == UNCLEAN:
-                if state.leader != election.NO_LEADER:
-                    return KafkaError(ErrorCode.ELECTION_NOT_NEEDED,
-                                      "Leader election not needed for topic partition.")
-                chosen = election.unclean(replicas, state, live, lease.epoch)
-                if chosen is None:
-                    return KafkaError(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                                      f"Failed to elect leader for partition {name}-{index} "
-                                      "under strategy UncleanLeaderElectionStrategy")
-            else:
-                if replicas and state.leader == replicas[0]:
-                    return KafkaError(ErrorCode.ELECTION_NOT_NEEDED,
-                                      "Leader election not needed for topic partition.")
-                chosen = election.preferred(replicas, state, live, lease.epoch)
-                if chosen is None:
-                    return KafkaError(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
-                                      f"Failed to elect leader for partition {name}-{index} "
-                                      "under strategy PreferredReplicaPartitionLeaderElection"
-                                      "Strategy")
+            states = await self.backend.partition_states_of(
+                k for k in todo if k[0] in self._topics)
+            updates: list[StateUpdate] = []
+            for key in todo:
+                decided = self._elect_one(election_type, key, states.get(key), lease)
+                if isinstance(decided, KafkaError):
+                    results[key] = decided
+                else:
+                    updates.append(StateUpdate(key[0], key[1], decided, states[key].version))
+            todo = []
+            if not updates:
+                break
             try:
-                await self.backend.update_partition_state(name, index, chosen, current.version,
-                                                          lease)
-            except StaleVersion:
-                continue
+                outcomes = await self.backend.update_partition_states(updates, lease)
             except ControllerMoved:
                 self._resign_locally()
-                return KafkaError(ErrorCode.NOT_CONTROLLER)
-            log.info("controller: %s election of %s-%d: leader %d epoch %d",
-                     "unclean" if election_type == UNCLEAN else "preferred", name, index,
-                     chosen.leader, chosen.leader_epoch)
-            return None
-        return KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{name}-{index} kept changing")
+                raise KafkaError(ErrorCode.NOT_CONTROLLER) from None
+            for update in updates:
+                key = (update.topic, update.partition)
+                outcome = outcomes.get(key)
+                if isinstance(outcome, StaleVersion):
+                    todo.append(key)
+                elif isinstance(outcome, int):
+                    results[key] = None
+                    log.info("controller: %s election of %s-%d: leader %d epoch %d",
+                             "unclean" if election_type == UNCLEAN else "preferred",
+                             update.topic, update.partition, update.state.leader,
+                             update.state.leader_epoch)
+                else:
+                    results[key] = KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                              f"The partition {key[0]}-{key[1]} does not "
+                                              "exist.")
+        for name, index in todo:
+            results[(name, index)] = KafkaError(ErrorCode.REQUEST_TIMED_OUT,
+                                                f"{name}-{index} kept changing")
+        return {key: results[key] for key in dict.fromkeys(partitions)}
+
+    def _elect_one(self, election_type: int, key: Partition, current: VersionedState | None,
+                   lease: ControllerLease) -> LeaderAndIsr | KafkaError:
+        """The state a preferred or unclean election gives the partition, or why none."""
+        name, index = key
+        assignment = self._topics.get(name)
+        if assignment is None or index not in assignment.partitions or current is None:
+            return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              f"The partition {name}-{index} does not exist.")
+        replicas = assignment.partitions[index]
+        live = self._live - self._shutting_down
+        state = current.state
+        chosen: LeaderAndIsr | None
+        if election_type == UNCLEAN:
+            if state.leader != election.NO_LEADER:
+                return KafkaError(ErrorCode.ELECTION_NOT_NEEDED,
+                                  "Leader election not needed for topic partition.")
+            chosen = election.unclean(replicas, state, live, lease.epoch)
+            if chosen is None:
+                return KafkaError(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                                  f"Failed to elect leader for partition {name}-{index} "
+                                  "under strategy UncleanLeaderElectionStrategy")
+            return chosen
+        if replicas and state.leader == replicas[0]:
+            return KafkaError(ErrorCode.ELECTION_NOT_NEEDED,
+                              "Leader election not needed for topic partition.")
+        chosen = election.preferred(replicas, state, live, lease.epoch)
+        if chosen is None:
+            return KafkaError(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                              f"Failed to elect leader for partition {name}-{index} "
+                              "under strategy PreferredReplicaPartitionLeaderElection"
+                              "Strategy")
+        return chosen
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[Partition]:
         """Move `broker_id`'s leaderships to other ISR members and take it out of the
@@ -604,16 +632,19 @@ class Controller:
         percentage = self.config["leader.imbalance.per.broker.percentage"]
         preferred: dict[int, list[Partition]] = {}
         misled: dict[int, list[Partition]] = {}
-        for name, assignment in sorted(self._topics.items()):
-            if any(reassignment.is_reassigning(assignment, i) for i in assignment.partitions):
-                continue  # Kafka skips topics being reassigned
-            states = await self.backend.partition_states(name)
+        # Kafka skips topics being reassigned
+        topics = [a for _, a in sorted(self._topics.items())
+                  if not any(reassignment.is_reassigning(a, i) for i in a.partitions)]
+        states = await self.backend.partition_states_of(
+            (a.name, i) for a in topics for i in sorted(a.partitions))
+        for assignment in topics:
+            name = assignment.name
             for index, replicas in sorted(assignment.partitions.items()):
-                if not replicas or index not in states:
+                if not replicas or (name, index) not in states:
                     continue
                 first = replicas[0]
                 preferred.setdefault(first, []).append((name, index))
-                if states[index].state.leader != first:
+                if states[(name, index)].state.leader != first:
                     misled.setdefault(first, []).append((name, index))
         elected: list[Partition] = []
         for broker, partitions in sorted(misled.items()):
