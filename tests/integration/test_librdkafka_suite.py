@@ -17,7 +17,8 @@ pybroker's acls tool; kafka-topics.sh likewise) and are configured as the suite'
 with 4 partitions and, in the cluster, 3 replicas, each broker in a rack of its own
 (RACK<id>) with the rack-aware replica selector. The suite is told it talks to Kafka
 4.0.0 (TEST_KAFKA_VERSION) and finds the brokers in test.conf's bootstrap.servers and
-BROKERS; it counts them from Metadata. The test-runner's output is kept in the test's
+BROKERS; it counts them from Metadata. With KAFKA_HOME (a stock Kafka) the suite's
+Java clients run from it (0098). The test-runner's output is kept in the test's
 tmp_path (test-runner.log) while it runs.
 
 Results are in tests/integration/LIBRDKAFKA_SUITE.md."""
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from conftest import BrokerFactory
 
 SUITE = os.environ.get("LIBRDKAFKA_TESTS")
+KAFKA_HOME = os.environ.get("KAFKA_HOME")
 TESTS = os.environ.get("LIBRDKAFKA_TESTS_LIST", "0011 0081 0113 0119").split()
 QUICK = os.environ.get("LIBRDKAFKA_TESTS_MODE", "quick") != "full"
 #: bound on one suite test (0113 in full mode takes about 10 minutes here)
@@ -62,12 +64,21 @@ pytestmark = [
 
 def kafka_path(root: Path) -> Path:
     """A stand-in Kafka distribution: bin/kafka-acls.sh and bin/kafka-topics.sh run
-    pybroker's acls and topics tools."""
+    pybroker's acls and topics tools; with KAFKA_HOME (a stock Kafka, as tests/java)
+    bin/kafka-run-class.sh and libs/ are its own, for the suite's Java clients (0098
+    produces with Kafka's transactional producer: tests/java/TransactionProducerCli,
+    which the suite compiles against libs/)."""
     bin_dir = root / "bin"
     bin_dir.mkdir(parents=True)
-    for name, tool in (("kafka-acls.sh", "acls"), ("kafka-topics.sh", "topics")):
+    scripts = {name: f'"{sys.executable}" -m pybroker {tool}'
+               for name, tool in (("kafka-acls.sh", "acls"), ("kafka-topics.sh", "topics"))}
+    if KAFKA_HOME:
+        scripts["kafka-run-class.sh"] = f'"{Path(KAFKA_HOME) / "bin" / "kafka-run-class.sh"}"'
+        # the suite compiles its Java clients against $KAFKA_PATH/libs
+        (root / "libs").symlink_to(Path(KAFKA_HOME) / "libs")
+    for name, command in scripts.items():
         script = bin_dir / name
-        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m pybroker {tool} "$@"\n')
+        script.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
         script.chmod(0o755)
     return root
 
@@ -111,8 +122,11 @@ def test_librdkafka_suite_cluster(number: str, zookeeper: ZooKeeperServer,  # no
     overrides = {
         **SUITE_BROKER,
         "default.replication.factor": "3",
-        # Kafka's default, as the suite's brokers (the cluster harness sets 0)
+        # Kafka's defaults, as the suite's brokers (the cluster harness shortens them
+        # for its fault tests; a 6 s ZooKeeper session expired under load here)
         "group.initial.rebalance.delay.ms": "3000",
+        "zookeeper.session.timeout.ms": "18000",
+        "replica.lag.time.max.ms": "30000",
         "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
     cluster = Cluster(zookeeper, tmp_path / "cluster", overrides=overrides)
     for broker_id, broker in cluster.brokers.items():
