@@ -373,18 +373,20 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
         "controller_s": [float(re.search(r"in ([\d.]+) s", line)[1]) for _, line in own],
     }
     cluster.brokers[target].stop()
-    t_start = time.time()
-    cluster.restart(target)  # returns once it answers requests
-    t_serving = time.time()
-    try:
-        t_isr = poll_until(lambda: all(len(s["isr"]) == args.replication_factor
-                                       for s in states().values()),
-                           args.timeout * 3, f"broker {target} back in every ISR")
-    except RuntimeError as exc:
-        print(f"cluster: {exc}; going on", file=sys.stderr, flush=True)
-        t_isr = None
-    result["restart"] = {"broker": target, "serving_s": round(t_serving - t_start, 2),
-                         "in_every_isr_s": round(t_isr - t_start, 2) if t_isr else None}
+    result["restart"] = None
+    if not args.skip_restart:
+        t_start = time.time()
+        cluster.restart(target)  # returns once it answers requests
+        t_serving = time.time()
+        try:
+            t_isr = poll_until(lambda: all(len(s["isr"]) == args.replication_factor
+                                           for s in states().values()),
+                               args.timeout * 3, f"broker {target} back in every ISR")
+        except RuntimeError as exc:
+            print(f"cluster: {exc}; going on", file=sys.stderr, flush=True)
+            t_isr = None
+        result["restart"] = {"broker": target, "serving_s": round(t_serving - t_start, 2),
+                             "in_every_isr_s": round(t_isr - t_start, 2) if t_isr else None}
 
     # kill -9 of the controller
     controller = cluster.controller()
@@ -401,11 +403,15 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
                         args.timeout, f"the killed controller {controller} out of every state")
     elected = log_lines_since(cluster.brokers[new].log_path, t_kill,
                               r"is the controller \(epoch")
-    loads = log_lines_since(cluster.brokers[new].log_path, t_kill,
-                            r"controller: reconciled (\d+) topic\(s\), (\d+) partition")
-    first_full = next((line for _, line in loads
-                       if int(re.search(r"(\d+) partition", line)[1])
-                       >= len(topics) * args.per_topic), None)
+    first_full = None
+    deadline = time.monotonic() + 10  # the line follows the states' per-partition lines
+    while first_full is None and time.monotonic() < deadline:
+        loads = log_lines_since(cluster.brokers[new].log_path, t_kill,
+                                r"controller: reconciled (\d+) topic\(s\), (\d+) partition")
+        first_full = next((line for _, line in loads
+                           if int(re.search(r"(\d+) partition", line)[1])
+                           >= len(topics) * args.per_topic), None)
+        time.sleep(0.2)
     result["controller_failover"] = {
         "killed": controller, "new": new, "leaderships": led,
         "new_controller_s": round(t_new - t_kill, 2),
@@ -430,8 +436,9 @@ def report_cluster(r: dict[str, Any]) -> None:
     for line in c["failed_attempts_and_unclean"]:
         print(f"    {line}")
     b = r["restart"]
-    print(f"  restart of broker {b['broker']}: serving after {b['serving_s']:.2f} s, in every "
-          f"ISR after {b['in_every_isr_s']} s")
+    if b is not None:
+        print(f"  restart of broker {b['broker']}: serving after {b['serving_s']:.2f} s, in "
+              f"every ISR after {b['in_every_isr_s']} s")
     f = r["controller_failover"]
     print(f"  kill -9 of controller {f['killed']} ({f['leaderships']} leaderships): broker "
           f"{f['new']} controller after {f['new_controller_s']:.2f} s (its log: elected "
@@ -468,6 +475,9 @@ def main() -> None:
                         help="a 3-broker ZooKeeper cluster (see the docstring)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="--cluster: extra broker setting (repeatable)")
+    parser.add_argument("--skip-restart", action="store_true",
+                        help="--cluster: leave the shut-down broker down (the kill -9 then "
+                             "leaves one broker)")
     parser.add_argument("--keep-logs", metavar="DIR", help="--cluster: copy the broker logs here")
     parser.add_argument("--metadata-samples", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=120.0)
