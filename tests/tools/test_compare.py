@@ -82,7 +82,10 @@ def test_compare_table(broker_factory: BrokerFactory) -> None:
     assert workload.listener_pid(peer.bootstrap) == peer.proc.pid
     for label in ("CPU s/GB", "peak RSS MB"):
         row = next(line for line in lines[head:] if line.startswith(f"  {label}"))
-        assert "n/a" not in row, row
+        ours, theirs = row[len(f"  {label}"):].split()[:2]
+        # measured on both sides (a ratio of two CPU times that round to 0.00 on so
+        # small a run is n/a: only the values show the PIDs were found)
+        assert ours != "n/a" and theirs != "n/a", row
     assert f"consume 200 B records, 1 partition, {RECORDS} records" in lines
     assert not [line for line in lines if line.startswith("end-to-end")]  # --e2e-records 0
 
