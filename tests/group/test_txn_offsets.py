@@ -3,6 +3,8 @@ until the marker, committed on COMMIT, dropped on ABORT, rebuilt from the log.""
 
 from __future__ import annotations
 
+import pytest
+
 from pybroker.errors import ErrorCode
 from pybroker.group import records as rec
 from pybroker.group.coordinator import GroupConfig, GroupCoordinator
@@ -91,3 +93,33 @@ def test_sequences_per_producer_and_epoch() -> None:
     sent = t.producer(0, 1, 1, 2)
     t.unsend(0, sent)
     assert t.producer(0, 1, 1, 1).base_sequence == sent.base_sequence
+
+
+def test_a_marker_that_fails_to_apply_reloads_the_partition_from_its_log(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The marker is in the log whatever happens in memory: if applying it to the groups
+    fails, the partition is loaded again from the log (marker included) instead of
+    leaving the commit pending for good."""
+    key = rec.offset_key("g", "t", 0)
+    value = rec.offset_value(rec.OffsetValue(42, -1, "", 1))
+    log_items: list = [TxnData(key, value, 7, 0, 0, 0)]  # type: ignore[type-arg]
+    c = make(ReplayStore(log_items))
+    c.load(None)
+    assert c.unstable_offset("g", "t", 0)
+    log_items.append(TxnMarker(7, True))  # the COMMIT marker reaches the log
+
+    real_complete = c.txn_offsets.complete
+    failures: list[int] = []
+
+    def fails_once(*args: object) -> object:
+        if not failures:
+            failures.append(1)
+            raise RuntimeError("a bug while completing the commit")
+        return real_complete(*args)  # type: ignore[arg-type]
+    monkeypatch.setattr(c.txn_offsets, "complete", fails_once)
+    c.on_txn_marker(OFFSETS_TOPIC, 0, 7, 0, True, 100)
+    assert failures == [1]
+    [(_, [(_, entry)])] = c.fetch_offsets("g", [("t", [0])])
+    assert entry is not None and entry.offset == 42
+    assert not c.unstable_offset("g", "t", 0)
+    assert c.owned is None  # still the coordinator of every group

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from pybroker import _core
-from pybroker.errors import ErrorCode, KafkaError
+from pybroker.errors import BUG_REPORT, ErrorCode, KafkaError
 from pybroker.group import records as rec
 from pybroker.group.consumer import ConsumerGroupConfig, ConsumerGroupCoordinator
 from pybroker.group.member import Member, Waiter
@@ -853,6 +853,29 @@ class GroupCoordinator:
         """A transaction marker was written to an offsets partition led here."""
         if topic != OFFSETS_TOPIC:
             return
+        try:
+            self._apply_txn_marker(partition, producer_id, commit)
+        except Exception:
+            # the marker is in the log but not in the groups: serving them on would hand
+            # out the offsets from before it (or keep them unstable for good), so the
+            # partition's groups are loaded again from the log, marker included
+            log.exception("applying the transaction marker of producer %d to offsets "
+                          "partition %d failed; loading the partition's groups again from "
+                          "its log (%s)", producer_id, partition, BUG_REPORT)
+            self._reload_partition(partition)
+
+    def _reload_partition(self, index: int) -> None:
+        """Forget offsets partition `index`'s groups and load them again from its log (as
+        after a leader change: members find the coordinator again)."""
+        owned = self.owned
+        self.partition_lost(index)
+        if owned is None:  # a broker that coordinates every group (no ownership kept)
+            self.owned = None
+            self.load(index)
+        else:
+            self.partition_led(index)
+
+    def _apply_txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
         pending = self.txn_offsets.pending.get(producer_id, {})
         groups = {g for g in pending if self.store.partition_of(g) == partition}
         for group_id, entries in self.txn_offsets.complete(producer_id, groups).items():
