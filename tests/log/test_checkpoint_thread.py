@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pybroker.log import manager
+from pybroker.log.dir_failure import LogDirFailures
 from tests.fuzz.inprocess import InProcessBroker
 
 
@@ -38,6 +39,6 @@ def test_checkpoint_loop_writes_in_a_worker_thread(
 
 def test_checkpoint_files_are_what_write_checkpoints_writes(tmp_path: Path) -> None:
     files = [(tmp_path / "a", {("t", 0): 5, ("t", 1): 7}), (tmp_path / "b", {})]
-    manager.write_checkpoint_files(files)
+    manager.write_checkpoint_files(files, LogDirFailures([tmp_path]))
     assert (tmp_path / "a").read_text() == "0\n2\nt 0 5\nt 1 7\n"
     assert (tmp_path / "b").read_text() == "0\n0\n"

@@ -52,17 +52,15 @@ def partition_dir_name(topic: str, index: int) -> str:
 
 
 def write_checkpoint_files(files: list[tuple[Path, dict[tuple[str, int], int]]],
-                           failures: LogDirFailures | None = None) -> None:
+                           failures: LogDirFailures) -> None:
     """Write each file; one that cannot be written takes its dir offline (the other
     dirs' files are still written)."""
     for path, offsets in files:
-        if failures is not None and failures.is_offline(path.parent):
+        if failures.is_offline(path.parent):
             continue
         try:
             write_checkpoint(path, offsets)
         except OSError as exc:
-            if failures is None:
-                raise
             failures.fail(path.parent, f"writing {path.name}", exc)
 
 
