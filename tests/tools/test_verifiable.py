@@ -5,8 +5,11 @@ holds, read back with confluent-kafka."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -162,29 +165,21 @@ def test_consumer_events_add_up_to_what_was_produced(broker: Broker, topic_name:
         p: (n if n else -1001) for p, n in ends.items()}
 
 
-def test_consumer_stops_on_sigterm_with_autocommit(broker: Broker, topic_name: str) -> None:
-    import signal
-    import time
-
-    create(broker, topic_name, 1)
-    produce(broker, topic_name, "--max-messages", "10")
-    group = topic_name + "-g"
-    proc = subprocess.Popen([sys.executable, "-m", "pybroker", "verifiable-consumer",
-                             "--bootstrap-server", broker.bootstrap, "--topic", topic_name,
-                             "--group-id", group, "--enable-autocommit"],
+def run_until_sigterm(args: list[str], enough: Callable[[list[dict[str, Any]]], bool]
+                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run `pybroker ARGS`, read its events until enough(events so far) (bounded), then
+    SIGTERM it: (the events before, the events it printed while stopping). It must exit 0."""
+    proc = subprocess.Popen([sys.executable, "-m", "pybroker", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[dict[str, Any]] = []
     try:
         assert proc.stdout is not None
-        consumed, deadline = 0, time.monotonic() + TIMEOUT_S
-        lines = []
-        while consumed < 10 and time.monotonic() < deadline:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not enough(lines) and time.monotonic() < deadline:
             line = proc.stdout.readline()
             if not line:
                 break
             lines.append(json.loads(line))
-            if lines[-1]["name"] == "records_consumed":
-                consumed += sum(s["count"] for s in lines[-1]["partitions"])
-        assert consumed == 10, lines
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=TIMEOUT_S)
     finally:
@@ -192,7 +187,23 @@ def test_consumer_stops_on_sigterm_with_autocommit(broker: Broker, topic_name: s
             proc.kill()
             proc.wait()
     assert proc.returncode == 0
-    tail = events(rest)
+    return lines, events(rest)
+
+
+def test_consumer_stops_on_sigterm_with_autocommit(broker: Broker, topic_name: str) -> None:
+    create(broker, topic_name, 1)
+    produce(broker, topic_name, "--max-messages", "10")
+    group = topic_name + "-g"
+
+    def consumed(lines: list[dict[str, Any]]) -> int:
+        return sum(s["count"] for e in lines if e["name"] == "records_consumed"
+                   for s in e["partitions"])
+
+    lines, tail = run_until_sigterm(
+        ["verifiable-consumer", "--bootstrap-server", broker.bootstrap, "--topic",
+         topic_name, "--group-id", group, "--enable-autocommit"],
+        lambda lines: consumed(lines) >= 10)
+    assert consumed(lines) == 10, lines
     assert tail[-1]["name"] == "shutdown_complete"
     assert not [e for e in lines + tail if e["name"] == "offsets_committed"]  # auto-commit
     assert committed(broker, group, topic_name, 1) == {0: 10}  # committed on close
@@ -224,35 +235,18 @@ def test_e2e_latency_refuses_acks_0(broker: Broker, topic_name: str) -> None:
 
 
 def test_producer_runs_until_sigterm_then_closes(broker: Broker, topic_name: str) -> None:
-    import signal
-    import time
-
     create(broker, topic_name, 1)
-    proc = subprocess.Popen([sys.executable, "-m", "pybroker", "verifiable-producer",
-                             "--bootstrap-server", broker.bootstrap, "--topic", topic_name,
-                             "--throughput", "50"],  # --max-messages -1: until stopped
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        seen, deadline = [], time.monotonic() + TIMEOUT_S
-        while len(seen) < 10 and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            if json.loads(line)["name"] == "producer_send_success":
-                seen.append(line)
-        assert len(seen) == 10
-        proc.send_signal(signal.SIGTERM)
-        rest, _ = proc.communicate(timeout=TIMEOUT_S)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0
-    tail = events(rest)
+
+    def successes(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e for e in lines if e["name"] == "producer_send_success"]
+
+    lines, tail = run_until_sigterm(
+        ["verifiable-producer", "--bootstrap-server", broker.bootstrap, "--topic",
+         topic_name, "--throughput", "50"],  # --max-messages -1: until stopped
+        lambda lines: len(successes(lines)) >= 10)
+    assert len(successes(lines)) == 10
     assert [e["name"] for e in tail[-2:]] == ["shutdown_complete", "tool_data"]
-    sent = [json.loads(line) for line in seen] + [
-        e for e in tail if e["name"] == "producer_send_success"]
+    sent = successes(lines) + successes(tail)
     data = tail[-1]
     assert data["acked"] == len(sent) == data["sent"] and data["target_throughput"] == 50
     log = read_all(broker, topic_name, 1)
