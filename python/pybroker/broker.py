@@ -199,6 +199,11 @@ class Broker:
             if changed & CONNECTION_LIMIT_KEYS else None)
         try:
             async with anyio.create_task_group() as tg:
+                if config["event.loop.stall.report.ms"]:  # first: it sees what follows
+                    from pybroker.server.stall_report import StallReporter
+
+                    tg.start_soon(StallReporter(
+                        config["event.loop.stall.report.ms"] / 1000).run)
                 # a single node is its controller before it serves (its first election
                 # writes the controller epoch, on a worker thread)
                 await tg.start(controller.run)

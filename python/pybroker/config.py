@@ -165,6 +165,10 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _k("metrics.port", T.INT, 0,
        "Port of the Prometheus endpoint (http://<first listener host>:<port>/metrics); "
        "0 disables it.", minimum=0),
+    _k("event.loop.stall.report.ms", T.INT, 0,
+       "Log, at WARNING, every event-loop stall at least this long with the loop "
+       "thread's stack sampled during it (pybroker's own key: Kafka has no event loop); "
+       "0 turns the reporter off.", minimum=0),
     # --- topics ---
     _k("log.dirs", T.LIST, None, "Directories holding partition logs (default log.dir)."),
     _k("log.dir", T.STRING, "./pybroker-data", "Log directory used when log.dirs is unset."),
