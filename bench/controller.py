@@ -35,6 +35,14 @@ also:
    first full reconcile: every state read, every change written).
 8. **RSS per partition replica**: each broker's RSS growth over the creates, divided
    by the replicas it hosts.
+9. **Kill -9 of a leader** that is not the controller (after the restart of 6; not with
+   ``--skip-restart``): time until no state names it, then its restart until it is back
+   in every ISR.
+10. **Event-loop stalls on every broker**, per phase (creating, controlled shutdown,
+   restart, kill -9 of a leader and its restart, kill -9 of the controller): a loop-lag
+   probe (bench/latency.py) on each live broker, p99 / max / probes over 50 ms, and the
+   stalls each broker's own reporter logged (``event.loop.stall.report.ms=50``, on by
+   default here) with the innermost pybroker frames sampled during each.
 
 The topics are named ``ctlbench-<run>-<i>``, so a peer run does not collide with an
 earlier one; they are deleted from the peer at the end unless ``--keep``.
@@ -286,16 +294,130 @@ def log_lines_since(path: Path, since: float, pattern: str) -> list[tuple[float,
     return out
 
 
+#: the issue's goal: no event-loop stall longer than this on any broker
+STALL_MS = 50.0
+_STALL_LINE = re.compile(r"event loop stalled for (\d+) ms")
+_FRAME_LINE = re.compile(r"^\s+(pybroker/\S+ in \S+)")
+
+
+class LoopWatch:
+    """A loop-lag probe on every live broker of a cluster, through named phases; what
+    each probe saw and what each broker's stall reporter logged, cut by phase."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+        self.probes: list[tuple[int, LoopLagProbe]] = []
+        self.phases: list[tuple[str, float, float]] = []
+        self._current: tuple[str, float] | None = None
+
+    def probe(self, broker_id: int) -> None:
+        """Probe a broker (again, after its restart) until it goes away."""
+        probe = LoopLagProbe(self.cluster.brokers[broker_id].bootstrap)
+        probe.until_gone = True
+        probe.start()
+        self.probes.append((broker_id, probe))
+
+    def phase(self, name: str | None) -> None:
+        """End the current phase; begin `name` (None: none, nothing counted)."""
+        now = time.time()
+        if self._current is not None:
+            self.phases.append((self._current[0], self._current[1], now))
+        self._current = (name, now) if name else None
+
+    def stop(self) -> dict[str, dict[int, dict[str, Any]]]:
+        self.phase(None)
+        for _, probe in self.probes:
+            probe.stop()
+        stalls = {b: broker_stalls(broker.log_path)
+                  for b, broker in self.cluster.brokers.items()}
+        out: dict[str, dict[int, dict[str, Any]]] = {}
+        for name, t0, t1 in self.phases:
+            per: dict[int, list[float]] = {b: [] for b in self.cluster.brokers}
+            for b, probe in self.probes:
+                per[b] += [rtt for rtt, sent in zip(probe.rtts_ms, probe.sent_at, strict=False)
+                           if t0 <= sent < t1]
+            out[name] = {}
+            for b, lag in per.items():
+                lag.sort()
+                logged = [(ms, where) for when, ms, where in stalls[b] if t0 <= when < t1]
+                wheres: dict[str, int] = {}
+                for _, where in logged:
+                    wheres[where] = wheres.get(where, 0) + 1
+                out[name][b] = {
+                    "probes": len(lag), "p99_ms": round(percentile(lag, 99), 1) if lag else None,
+                    "max_ms": round(max(lag), 1) if lag else None,
+                    "over_50ms": sum(x > STALL_MS for x in lag),
+                    "logged_stalls_ms": sorted((ms for ms, _ in logged), reverse=True),
+                    "logged_where": sorted(wheres.items(), key=lambda x: -x[1]),
+                }
+        return out
+
+
+def broker_stalls(path: Path) -> list[tuple[float, int, str]]:
+    """(time, ms, where) of every stall a broker's reporter logged: `where` is the
+    innermost pybroker frames of the most seen sample (or the innermost frame when
+    it was outside the package)."""
+    out: list[tuple[float, int, str]] = []
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return out
+    for i, line in enumerate(lines):
+        found = _STALL_LINE.search(line)
+        stamp = _LOG_TIME.match(line)
+        if not found or not stamp:
+            continue
+        when = time.mktime(time.strptime(stamp[1], "%Y-%m-%d %H:%M:%S")) + int(stamp[2]) / 1000
+        frames: list[str] = []
+        last = ""
+        for follow in lines[i + 1:]:
+            if _LOG_TIME.match(follow) or (frames and "seen" in follow):
+                break  # the next log line, or the next (less seen) sample
+            if "seen" in follow or not follow.startswith("    "):
+                continue
+            last = follow.strip()
+            framed = _FRAME_LINE.match(follow)
+            if framed:
+                frames.append(framed[1])
+        if "selectors.py" in last:
+            where = "idle in the selector (the process not scheduled, or the GIL elsewhere)"
+        else:
+            where = " < ".join(reversed(frames[-3:])) if frames else (last or "no sample")
+        out.append((when, int(found[1]), where))
+    return out
+
+
+def report_stalls(loops: dict[str, dict[int, dict[str, Any]]]) -> None:
+    print("  event loop, every broker (probe p99 / max ms, probes over 50 ms; stalls the "
+          "broker logged):")
+    for name, per in loops.items():
+        print(f"    {name}:")
+        for b, r in sorted(per.items()):
+            if not r["probes"] and not r["logged_stalls_ms"]:
+                print(f"      broker {b}: down")
+                continue
+            print(f"      broker {b}: {r['p99_ms']} / {r['max_ms']} ms, {r['over_50ms']} of "
+                  f"{r['probes']} over 50 ms; logged {r['logged_stalls_ms'][:8]}")
+            for where, n in r["logged_where"][:4]:
+                print(f"        {n}x {where}")
+
+
 def run_cluster(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(__file__).resolve().parent.parent
     sys.path.insert(0, str(root))
     from tests.cluster.cluster import Cluster
     from tests.cluster.zookeeper import ZooKeeperServer, unavailable_reason
+    from tests.conftest import Broker
+
+    # a restart recovering thousands of logs on a loaded machine takes longer than the
+    # tests' 30 s: the bench waits as long as for everything else
+    Broker.wait_ready.__defaults__ = (args.timeout,)
 
     reason = unavailable_reason()
     if reason:
         sys.exit(f"cannot run ZooKeeper: {reason}")
-    overrides = {"zookeeper.session.timeout.ms": 18000, "replica.lag.time.max.ms": 30000}
+    overrides = {"zookeeper.session.timeout.ms": 18000, "replica.lag.time.max.ms": 30000,
+                 "event.loop.stall.report.ms": int(STALL_MS)}
     overrides.update(dict(kv.split("=", 1) for kv in args.override))
     with tempfile.TemporaryDirectory(prefix="bench-controller-cluster-") as tmp:
         zookeeper = ZooKeeperServer(Path(tmp) / "zk").start()
@@ -322,8 +444,13 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     rss_before = {b: rss_mib(pid) for b, pid in pids.items()}
     print(f"cluster: creating {args.partitions} partitions, {args.per_topic} a topic, "
           f"RF {args.replication_factor}", file=sys.stderr, flush=True)
+    watch = LoopWatch(cluster)
+    for broker_id in cluster.brokers:
+        watch.probe(broker_id)
+    watch.phase("creating")
     result = create_all(cluster.bootstrap, args.partitions, args.per_topic,
                         args.replication_factor, args.timeout)
+    watch.phase(None)
     topics = result.pop("topics")
     replicas_per_broker = len(topics) * args.per_topic * args.replication_factor / len(pids)
     rss_after = {b: rss_mib(pid) for b, pid in pids.items()}
@@ -349,6 +476,7 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     print(f"cluster: controlled shutdown of broker {target} ({led} leaderships)",
           file=sys.stderr, flush=True)
     proc = cluster.brokers[target].proc
+    watch.phase("controlled shutdown")
     t_term = time.time()
     proc.send_signal(signal.SIGTERM)
     try:
@@ -373,11 +501,15 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
         "controller_s": [float(re.search(r"in ([\d.]+) s", line)[1]) for _, line in own],
     }
     cluster.brokers[target].stop()
+    watch.phase(None)
     result["restart"] = None
+    result["leader_kill"] = None
     if not args.skip_restart:
+        watch.phase("restart")
         t_start = time.time()
         cluster.restart(target)  # returns once it answers requests
         t_serving = time.time()
+        watch.probe(target)
         try:
             t_isr = poll_until(lambda: all(len(s["isr"]) == args.replication_factor
                                            for s in states().values()),
@@ -387,12 +519,15 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
             t_isr = None
         result["restart"] = {"broker": target, "serving_s": round(t_serving - t_start, 2),
                              "in_every_isr_s": round(t_isr - t_start, 2) if t_isr else None}
+        watch.phase(None)
+        result["leader_kill"] = kill_a_leader(cluster, watch, states, args)
 
     # kill -9 of the controller
     controller = cluster.controller()
     led = sum(s["leader"] == controller for s in states().values())
     print(f"cluster: kill -9 of controller {controller} ({led} leaderships)",
           file=sys.stderr, flush=True)
+    watch.phase("kill -9 of the controller")
     t_kill = time.time()
     cluster.kill(controller)
     t_new = poll_until(lambda: cluster.controller() not in (None, controller), args.timeout,
@@ -401,6 +536,7 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     t_done = poll_until(lambda: all(s["leader"] != controller and controller not in s["isr"]
                                     for s in states().values()),
                         args.timeout, f"the killed controller {controller} out of every state")
+    watch.phase(None)
     elected = log_lines_since(cluster.brokers[new].log_path, t_kill,
                               r"is the controller \(epoch")
     first_full = None
@@ -420,7 +556,49 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
         "first_full_reconcile_s": (float(re.search(r"in ([\d.]+) s", first_full)[1])
                                    if first_full else None),
     }
+    result["event_loop"] = watch.stop()
     return result
+
+
+def kill_a_leader(cluster: Any, watch: LoopWatch, states: Any, args: argparse.Namespace
+                  ) -> dict[str, Any]:
+    """kill -9 of the broker that is not the controller and leads the most partitions:
+    time until no state names it as leader nor in its ISR, then its restart until it is
+    back in every ISR."""
+    controller = cluster.controller()
+    counts: dict[int, int] = {}
+    for s in states().values():
+        counts[s["leader"]] = counts.get(s["leader"], 0) + 1
+    target = max((b for b in cluster.brokers if b != controller),
+                 key=lambda b: counts.get(b, 0))
+    print(f"cluster: kill -9 of leader {target} ({counts.get(target, 0)} leaderships)",
+          file=sys.stderr, flush=True)
+    watch.phase("kill -9 of a leader")
+    t_kill = time.time()
+    cluster.kill(target)
+    try:
+        t_done: float | None = poll_until(
+            lambda: all(s["leader"] != target and target not in s["isr"]
+                        for s in states().values()),
+            args.timeout, f"the killed broker {target} out of every state")
+    except RuntimeError as exc:
+        print(f"cluster: {exc}; going on", file=sys.stderr, flush=True)
+        t_done = None
+    watch.phase("restart after the kill -9")
+    t_start = time.time()
+    cluster.restart(target)
+    watch.probe(target)
+    try:
+        t_isr: float | None = poll_until(
+            lambda: all(len(s["isr"]) == args.replication_factor for s in states().values()),
+            args.timeout * 3, f"broker {target} back in every ISR")
+    except RuntimeError as exc:
+        print(f"cluster: {exc}; going on", file=sys.stderr, flush=True)
+        t_isr = None
+    watch.phase(None)
+    return {"broker": target, "leaderships": counts.get(target, 0),
+            "out_of_every_state_s": round(t_done - t_kill, 2) if t_done else None,
+            "back_in_every_isr_s": round(t_isr - t_start, 2) if t_isr else None}
 
 
 def report_cluster(r: dict[str, Any]) -> None:
@@ -439,11 +617,17 @@ def report_cluster(r: dict[str, Any]) -> None:
     if b is not None:
         print(f"  restart of broker {b['broker']}: serving after {b['serving_s']:.2f} s, in "
               f"every ISR after {b['in_every_isr_s']} s")
+    k = r.get("leader_kill")
+    if k is not None:
+        print(f"  kill -9 of leader {k['broker']} ({k['leaderships']} leaderships): out of "
+              f"every state after {k['out_of_every_state_s']} s (polled); restarted, back in "
+              f"every ISR after {k['back_in_every_isr_s']} s")
     f = r["controller_failover"]
     print(f"  kill -9 of controller {f['killed']} ({f['leaderships']} leaderships): broker "
           f"{f['new']} controller after {f['new_controller_s']:.2f} s (its log: elected "
           f"{f['elected_at_s']} s), first full reconcile {f['first_full_reconcile_s']} s, "
           f"every state without {f['killed']} after {f['elections_done_s']:.2f} s (polled)")
+    report_stalls(r["event_loop"])
 
 
 def report(label: str, r: dict[str, Any]) -> None:

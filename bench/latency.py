@@ -66,21 +66,38 @@ class LoopLagProbe(threading.Thread):
         self.address = (host, int(port))
         self.interval = interval
         self.rtts_ms: list[float] = []
+        #: time.time() each probe was sent at, so a run can be cut into phases
+        self.sent_at: list[float] = []
+        #: why the probe stopped early (with `until_gone`: the broker went away)
+        self.error: Exception | None = None
+        self.until_gone = False
         self._done = threading.Event()
 
     def run(self) -> None:
+        try:
+            self._probe()
+        except OSError as exc:  # ConnectionError included
+            if not self.until_gone:
+                raise
+            self.error = exc
+
+    def _probe(self) -> None:
         with socket.create_connection(self.address, timeout=10) as sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.until_gone:
+                sock.settimeout(None)  # a stall of any length is measured, not cut
             correlation = 0
             while not self._done.wait(self.interval):
                 correlation += 1
                 frame = _PROBE_HEADER.pack(_PROBE_HEADER.size - 4 + 3, 18, 0, correlation,
                                            3) + b"lag"
+                sent = time.time()
                 t0 = time.perf_counter_ns()
                 sock.sendall(frame)
                 size = struct.unpack(">i", _recv_exact(sock, 4))[0]
                 _recv_exact(sock, size)
                 self.rtts_ms.append((time.perf_counter_ns() - t0) / 1e6)
+                self.sent_at.append(sent)
 
     def stop(self) -> list[float]:
         self._done.set()

@@ -75,3 +75,82 @@ def test_a_new_leaders_epoch_is_recorded_off_the_loop(
         else:  # a follower records the epochs of what it fetches, not the leader's epoch
             assert partition.log.log.latest_epoch is None
     logs.shutdown()
+
+
+def test_a_followers_takeover_records_the_epoch_off_the_loop_once_it_no_longer_fetches(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader change of partitions this broker followed (a failover, a controlled
+    shutdown): the new epoch is recorded at the log end on a worker thread, after the
+    partition left its fetcher and before make_leader, which then has nothing to write
+    (issue 25: the fsyncs of hundreds of takeovers held the loop for hundreds of ms)."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    from pybroker.replica.manager import _LeadAt
+
+    config = BrokerConfig({"log.dirs": str(tmp_path)})
+    logs = LogManager(config, "cluster")
+    logs.startup()
+    fetchers = ReplicaFetcherManager(0, MetadataCache("cluster"), config)
+    replicas = ReplicaManager(0, logs, Purgatory(), fetchers)
+    topic_id = uuid.uuid4()
+
+    def states(takeover_epoch: int) -> TopicRecord:
+        # broker 1 leads all six at epoch 5; then broker 0 takes 0-3 over
+        return TopicRecord("t", topic_id, [
+            PartitionState(leader=0 if i < 4 and takeover_epoch > 5 else 1,
+                           leader_epoch=takeover_epoch if i < 4 else 5,
+                           replicas=[0, 1], isr=[0, 1]) for i in range(6)], {})
+
+    def fetched(key: tuple[str, int]) -> bool:
+        return any(key in f.states for f in fetchers.fetchers.values())
+
+    recorded: dict[int, tuple[int, bool]] = {}  # index -> (thread, still fetched then)
+    epoch_when_led: dict[int, int | None] = {}
+    run = _LeadAt.run
+    make_leader = ReplicaPartition.make_leader
+
+    def recording_run(self: _LeadAt) -> None:
+        recorded[self.partition.index] = (threading.get_ident(),
+                                          fetched(("t", self.partition.index)))
+        run(self)
+
+    def recording_leader(self: ReplicaPartition, state: PartitionState,
+                         version: int = -1) -> bool:
+        epoch_when_led[self.index] = self.log.log.latest_epoch
+        return make_leader(self, state, version)
+
+    monkeypatch.setattr(_LeadAt, "run", recording_run)
+    monkeypatch.setattr(ReplicaPartition, "make_leader", recording_leader)
+
+    async def main() -> int:
+        await replicas.apply_topic_async(states(5))
+        for index in range(6):
+            partition = replicas.get("t", index)
+            assert partition is not None and partition.leader == 1
+            assert fetched(("t", index))
+            # what the follower fetched from broker 1 at epoch 5: index + 1 records
+            builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0,
+                                                producer_id=-1, producer_epoch=-1,
+                                                base_sequence=-1, batch_size=1 << 20)
+            for n in range(index + 1):
+                builder.append(n, timestamp=0, key=None, value=b"v", headers=[])
+            partition.log.append(memoryview(bytes(builder.build())), 5)
+        await replicas.apply_topic_async(states(6))
+        return threading.get_ident()
+
+    loop_thread = anyio.run(main)
+    assert sorted(recorded) == [0, 1, 2, 3]
+    assert all(thread != loop_thread and not still_fetched
+               for thread, still_fetched in recorded.values()), recorded
+    assert epoch_when_led == dict.fromkeys(range(4), 6)
+    for index in range(6):
+        partition = replicas.get("t", index)
+        assert partition is not None
+        assert partition.is_leader == (index < 4)
+        assert fetched(("t", index)) == (index >= 4)
+        lines = (tmp_path / f"t-{index}" / "leader-epoch-checkpoint").read_text().splitlines()
+        if index < 4:  # epoch 6 starts at the log end the follower had reached
+            assert lines == ["0", "2", "5 0", f"6 {index + 1}"]
+        else:
+            assert lines == ["0", "1", "5 0"]
+    logs.shutdown()

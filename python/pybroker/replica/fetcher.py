@@ -299,8 +299,8 @@ class ReplicaFetcher:
         p = state.partition
         start = await self._leader_offset(connection, p, EARLIEST)
         end = await self._leader_offset(connection, p, LATEST)
-        if start is None or end is None:
-            return
+        if start is None or end is None or self.states.get((p.topic, p.index)) is not state:
+            return  # no answer, or no longer followed as asked (led here by now, say)
         if state.fetch_offset > end:
             log.warning("%s-%d: leader %d ends at %d below our %d; truncating to it (records "
                         "past a leader's end were never committed: nothing to do)", p.topic,

@@ -35,7 +35,9 @@ APPLY_SLICE_S = 0.01
 class _LeadAt(NamedTuple):
     """A step of _apply_steps: record `epoch` at the log end of a partition about to be
     led here (the leader-epoch checkpoint's write and fsync), where it may run off the
-    loop: the partition has no leader now, so nothing appends to its log meanwhile."""
+    loop: the partition is not led here now and not fetched (its fetcher was removed
+    first), so nothing appends to its log meanwhile; it starts serving as leader only
+    after this returned, so never under an epoch the checkpoint does not hold yet."""
 
     partition: ReplicaPartition
     epoch: int
@@ -43,6 +45,15 @@ class _LeadAt(NamedTuple):
     def run(self) -> None:
         log = self.partition.log.log
         log.assign_leader_epoch(self.epoch, log.log_end_offset)
+
+    def try_run(self) -> None:
+        """run(), leaving a failure to make_leader on the loop, which records the
+        epoch itself when it is not recorded yet (and raises there, as it always did)."""
+        try:
+            self.run()
+        except Exception as exc:  # noqa: BLE001 - handled again on the loop
+            log.debug("recording epoch %d of %s-%d on a worker thread: %s", self.epoch,
+                      self.partition.topic, self.partition.index, exc)
 
 
 _Step = int | _LeadAt | None
@@ -131,10 +142,12 @@ class ReplicaManager:
         """apply_topic without holding the event loop: new logs are opened on a worker
         thread (their files and fsyncs; a 50-partition topic opened on the loop held
         every connection up for seconds on a loaded machine), and so are the leader
-        epochs of partitions this broker takes the lead of while they had no leader (a
-        new topic's: the epoch checkpoint's fsync, a few ms each, was most of what a
-        new topic still held the loop for, issue 25), the whole topic in one thread
-        call (_prepare); the loop gets a turn whenever APPLY_SLICE_S has gone. Requests meanwhile
+        epochs of partitions this broker takes the lead of from no leader (a new
+        topic's) or from another broker (a failover, a controlled shutdown, a preferred
+        election): the epoch checkpoint's fsyncs, a few ms each, held the loop for
+        hundreds of ms when a broker took on hundreds of leaderships (issue 25). The
+        whole topic goes in one thread call (_prepare); the loop gets a turn whenever
+        APPLY_SLICE_S has gone. Requests meanwhile
         see the partitions not yet opened as not hosted here, which clients retry, as
         they do while Kafka's LeaderAndIsr is on its way."""
         opened = await self._prepare(record)
@@ -170,9 +183,18 @@ class ReplicaManager:
 
     async def _prepare(self, record: TopicRecord) -> dict[int, Partition | Exception]:
         """apply_topic_async's worker-thread work, in two calls whatever the topic's size:
-        record the epoch of partitions to be led here that have no leader now (nothing
-        appends to them meanwhile), and open the logs of partitions new here (with the
-        epoch of those to be led here). Returns what each open gave."""
+        record the epoch of partitions to be led here that are not led here now, and
+        open the logs of partitions new here (with the epoch of those to be led here).
+        Returns what each open gave.
+
+        A partition followed until now stops being fetched first, on the loop (Kafka's
+        ReplicaManager.makeLeaders removes the fetchers before Partition.makeLeader),
+        so nothing appends to its log while its epoch is recorded at the log end; it is
+        not led here yet, so produce requests are refused meanwhile, as before any
+        leader change. A partition led here already that gets a new epoch (rare: no
+        election in election.py keeps the leader and bumps the epoch, but a
+        reassignment can) takes it in make_leader on the loop: its producers append
+        until then."""
         me = self.broker_id
         wanted: dict[int, int | None] = {}
         leading: list[_LeadAt] = []
@@ -182,12 +204,13 @@ class ReplicaManager:
             partition = self.partitions.get((record.name, index))
             if partition is None:
                 wanted[index] = state.leader_epoch if state.leader == me else None
-            elif (state.leader == me and partition.leader < 0
+            elif (state.leader == me and not partition.is_leader
                   and state.leader_epoch >= partition.leader_epoch
                   and partition.log.log.latest_epoch != state.leader_epoch):
+                self.fetchers.unfollow((record.name, index))
                 leading.append(_LeadAt(partition, state.leader_epoch))
         if leading:
-            await anyio.to_thread.run_sync(lambda: [step.run() for step in leading])
+            await anyio.to_thread.run_sync(lambda: [step.try_run() for step in leading])
         return await self.logs.open_partitions_async(record, wanted) if wanted else {}
 
     def _apply_steps(self, record: TopicRecord, versions: list[int] | None

@@ -13,8 +13,8 @@ starts nothing), two cheap parts run:
   the threshold, samples the loop thread's Python stack (`sys._current_frames()`): that
   is the "where". The samples are taken while the stall lasts, not after it, so they show
   the blocking call itself. A sample in the selector's wait (the loop idle from Python's
-  view) means the time went elsewhere: the GIL held by another thread, or the process
-  not scheduled.
+  view), or none, means the time went elsewhere: the GIL held by another thread, or the
+  process not scheduled (on a loaded machine).
 
 Nothing of this is on the request path: the loop pays one timer wake-up per quarter of
 the threshold, the watchdog one per the same period (a dict read when the loop is on
@@ -78,8 +78,9 @@ class StallReporter:
         self.longest_s = max(self.longest_s, late_s)
         where = "\n".join(f"  seen {n} time(s):\n{stack}"
                           for stack, n in sorted(samples.items(), key=lambda x: -x[1])) or (
-            "  (no sample: the watchdog thread did not run during the stall, so the GIL "
-            "was held by code that does not release it)")
+            "  (no sample: the watchdog thread did not run during the stall either: the "
+            "process was not scheduled, or the GIL was held by code that does not release "
+            "it)")
         log.warning("event loop stalled for %.0f ms (event.loop.stall.report.ms=%.0f): every "
                     "request waited meanwhile. Nothing to do for a single stall under load; "
                     "repeated stalls in one place are worth reporting with these lines. "
