@@ -15,10 +15,12 @@ from pybroker.admin.internal_topics import ADMIN_CLIENT_ID, INTERNAL_TOPICS
 from pybroker.errors import BUG_REPORT, ErrorCode, KafkaError
 from pybroker.handlers.leader_hint import LeaderHints
 from pybroker.handlers.registry import handles
+from pybroker.server.deferred import DeferredResponse
 
 if TYPE_CHECKING:
     from pybroker.handlers.context import BrokerContext
     from pybroker.replica.partition import ReplicaPartition
+    from pybroker.server.connection import Connection
     from pybroker.server.dispatch import Request
 
 log = logging.getLogger(__name__)
@@ -68,18 +70,33 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> dict[str, Any]
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         return None
-    if waiting:
-        if not all(p.acks_all_status(offset) is not None for p, offset, _ in waiting):
-            # about to wait for the followers: the answers held back to go out together
-            # (earlier produce requests of this connection) go now, as before a fetch's
-            # long poll; held until the connection is idle, each would wait for this
-            # request's replication too
-            await request.connection.flush()
-        await wait_for_isr(ctx, waiting, request.received_ms + max(0, body["timeout_ms"]) / 1000)
+    connection, version = request.connection, request.version
+    if waiting and not all(p.acks_all_status(offset) is not None for p, offset, _ in waiting):
+        deadline = request.received_ms + max(0, body["timeout_ms"]) / 1000
+        # about to wait for the followers: the answers held back to go out together
+        # (earlier produce requests of this connection) go now, as before a fetch's
+        # long poll; held until the connection is idle, each would wait for this
+        # request's replication too
+        await connection.flush()
+        if request.may_defer:
+            # the records are appended: the connection reads on (the client's next
+            # produce requests join this replication round) and the answer follows
+            # once the ISR has them, in request order (pybroker.server.deferred)
+            async def answer_later() -> dict[str, Any]:
+                await wait_for_isr(ctx, waiting, deadline)
+                return produce_answer(ctx, connection, version, responses)
+
+            return DeferredResponse(answer_later)
+        await wait_for_isr(ctx, waiting, deadline)
+    return produce_answer(ctx, connection, version, responses)
+
+
+def produce_answer(ctx: BrokerContext, connection: Connection, version: int,
+                   responses: list[dict[str, Any]]) -> dict[str, Any]:
     answer: dict[str, Any] = {"responses": responses, "throttle_time_ms": 0}
-    if request.version >= 10:
+    if version >= 10:
         # KIP-951: NOT_LEADER_OR_FOLLOWER names the current leader (Kafka's KafkaApis)
-        hints = LeaderHints(ctx.metadata, request.connection)
+        hints = LeaderHints(ctx.metadata, connection)
         for topic in responses:
             for p in topic["partition_responses"]:
                 if p["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER:

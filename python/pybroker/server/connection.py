@@ -34,6 +34,7 @@ import anyio
 
 from pybroker._core import StorageError
 from pybroker.server.bad_requests import RateLimitedLog
+from pybroker.server.deferred import DeferredAnswers
 from pybroker.server.memory import READ_BUFFER_BYTES, give_read_buffer, take_read_buffer
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class Connection:
         "sock", "fd", "max_request_bytes", "peer", "host", "pool", "registry", "scope",
         "last_active", "handling_since", "close_reason", "_buf", "_start", "_end", "_big",
         "_reserved", "_out", "_out_count", "_watch", "_loop", "session", "zero_copy",
-        "_reader_loop", "_read_waiter",
+        "_reader_loop", "_read_waiter", "deferred", "_flushing",
     )
 
     def __init__(self, sock: socket.socket | TlsSocket, max_request_bytes: int, *,
@@ -126,6 +127,11 @@ class Connection:
         self.session: Session | None = None
         #: file slices go by sendfile; off on TLS, where bytes must pass through OpenSSL
         self.zero_copy = True
+        #: answers owed for requests already read past (acks=all produces waiting for
+        #: their followers, see pybroker.server.deferred)
+        self.deferred = DeferredAnswers(self)
+        #: a flush is sending: it also sends what is queued meanwhile (see flush)
+        self._flushing = False
 
     # --- reading ---
     async def read_frame(self) -> memoryview:
@@ -379,7 +385,21 @@ class Connection:
 
     async def flush(self) -> None:
         """Send every queued part: bytes and small file slices in one sendmsg,
-        large file slices by sendfile(2)."""
+        large file slices by sendfile(2).
+
+        Owed answers (pybroker.server.deferred) are written from tasks of their own, so
+        two flushes may overlap: the second leaves its parts to the one already sending,
+        which sends until the queue is empty, so bytes never interleave."""
+        if self._flushing:
+            return
+        self._flushing = True
+        try:
+            while self._out:
+                await self._send_queued()
+        finally:
+            self._flushing = False
+
+    async def _send_queued(self) -> None:
         out, self._out, self._out_count = self._out, [], 0
         iov: list[memoryview] = []
         for part in out:
@@ -482,17 +502,23 @@ async def serve_connection(
             frame = await conn.read_frame()
             if not await handle_frame(conn, frame):
                 break
+        await conn.deferred.drain()
         await conn.flush()
     except ConnectionClosed:
         # the peer may have closed only its sending side: it still gets its answers
         with anyio.move_on_after(1):
+            await conn.deferred.drain()
             await _flush_quietly(conn)
     except FrameTooLarge as exc:
         refused.warning("closing %s: request size %s outside [0, %d]", conn.peer, exc.args[0],
                     conn.max_request_bytes)
         with anyio.move_on_after(1):
+            await conn.deferred.drain()
             await _flush_quietly(conn)
     finally:
+        # owed answers of a connection that ends otherwise are dropped (the client
+        # retries them elsewhere, as after any lost connection)
+        conn.deferred.cancel()
         conn.close()
 
 

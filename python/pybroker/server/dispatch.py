@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -17,6 +19,7 @@ from pybroker.security.checks import authorize_request
 from pybroker.security.client_quotas import quotas_for
 from pybroker.server.bad_requests import RateLimitedLog
 from pybroker.server.connection import SMALL_FRAME_BYTES, Connection
+from pybroker.server.deferred import MAX_DEFERRED, DeferredAnswers, DeferredResponse
 
 if TYPE_CHECKING:
     from pybroker.handlers.context import BrokerContext
@@ -37,6 +40,8 @@ class Request:
     body: dict[str, Any]
     connection: Connection
     received_ms: float
+    #: the handler may answer with a DeferredResponse (see pybroker.server.deferred)
+    may_defer: bool = False
 
     @property
     def version(self) -> int:
@@ -101,6 +106,20 @@ class Dispatcher:
         # request being read, acks of a pipelining producer came back in bursts and
         # doubled its request latency (issue 18, bench/RESULTS.md)
         coalesce = header.api_key == PRODUCE_KEY and len(frame) <= COALESCE_REQUEST_BYTES
+        quotas = self.quotas if self.quotas.active else None
+        # an acks=all produce may leave its wait for the followers behind and let the
+        # connection read on (pybroker.server.deferred); not under client quotas, whose
+        # throttle time is the response's and mutes the connection
+        deferred: DeferredAnswers | None = getattr(conn, "deferred", None)
+        may_defer = (deferred is not None and quotas is None and header.api_key == PRODUCE_KEY
+                     and body.get("acks") == -1)
+        if deferred:
+            if may_defer:
+                await deferred.wait_below(MAX_DEFERRED)
+            else:
+                # anything else is handled once every earlier answer is out, as if the
+                # connection had waited for each
+                await deferred.drain()
         if not coalesce:
             await conn.flush()
         decision = None
@@ -110,19 +129,19 @@ class Dispatcher:
                                                self.context.metadata)
             if decision is not None and decision.close:
                 return False
-        request = Request(header, body, conn, time.monotonic())
+        request = Request(header, body, conn, time.monotonic(), may_defer)
         # marks the connection busy (not idle); a handler still waiting after a
         # moment gets its socket watched by the sweeper, and is cancelled if the
         # client goes away meanwhile (see pybroker.server.registry)
         conn.request_started(request.received_ms)
-        quotas = self.quotas if self.quotas.active else None
         cpu_start = time.process_time() if quotas is not None else 0.0
         try:
             if decision is not None and decision.response is not None:
                 response = decision.response
             else:
                 response = await spec.fn(self.context, request)
-                if decision is not None and decision.merge is not None and response is not None:
+                if (decision is not None and decision.merge is not None and response is not None
+                        and not isinstance(response, DeferredResponse)):
                     decision.merge(response)
         except Exception:
             log.exception("%s v%d from %s failed: the connection is closed (the client "
@@ -131,6 +150,14 @@ class Dispatcher:
             return False
         finally:
             conn.request_done()
+        if deferred is not None and (isinstance(response, DeferredResponse)
+                                     or (may_defer and deferred)):
+            # answered later (or now, but after answers still owed): the connection
+            # reads on. Nothing here may keep the request (its bytes are reused)
+            merge = decision.merge if decision is not None else None
+            deferred.add(functools.partial(self._answer_later, header, response, merge,
+                                           request.received_ms))
+            return True
         throttle_ms = 0
         if response is not None:
             if quotas is not None:
@@ -149,6 +176,20 @@ class Dispatcher:
             await conn.flush()
             return False
         return True
+
+
+    async def _answer_later(self, header: protocol.RequestHeader,
+                            response: DeferredResponse | dict[str, Any],
+                            merge: Callable[[dict[str, Any]], None] | None,
+                            received_ms: float) -> list[object]:
+        """The encoded answer of a request whose handler deferred it."""
+        if isinstance(response, DeferredResponse):
+            response = await response.answer()
+            if merge is not None:
+                merge(response)
+        self.metrics.observe_request(header.api_key, time.monotonic() - received_ms)
+        return protocol.encode_response(header.api_key, header.api_version,
+                                        header.correlation_id, response)
 
 
 def api_versions_body(error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
