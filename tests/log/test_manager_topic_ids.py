@@ -98,3 +98,42 @@ def test_a_log_without_partition_metadata_is_adopted(tmp_path: Path) -> None:
     assert p is not None and p.log.log_end_offset == 10
     assert read_partition_metadata(tmp_path / "t-0") == topic_id
     m.shutdown()
+
+
+def test_a_deleted_topic_goes_aside_at_once_and_its_files_after(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """delete_topic renames the dirs aside before it returns (a topic created again
+    under the name starts clean) and leaves removing the files to a thread of its own:
+    DeleteTopics is answered without waiting for that (issue 25). The thread is held
+    here until the test has seen the renamed dirs still there."""
+    import threading
+
+    from pybroker.log import manager
+
+    release = threading.Event()
+    removed = threading.Event()
+    real_remove = manager._remove_dirs
+
+    def held_remove(paths: list[Path]) -> None:
+        assert release.wait(30)
+        real_remove(paths)
+        removed.set()
+
+    monkeypatch.setattr(manager, "_remove_dirs", held_remove)
+    old_id, new_id = uuid.uuid4(), uuid.uuid4()
+    m = start(tmp_path, record(old_id))
+    p = m.get("t", 0)
+    assert p is not None
+    p.append(memoryview(make_batch(10)), 0)
+    m.delete_topic("t")
+    aside = [d for d in tmp_path.iterdir() if d.name.endswith("-delete")]
+    assert not (tmp_path / "t-0").exists() and len(aside) == 1
+    assert m.get("t", 0) is None
+
+    again = m.open_partition(record(new_id), 0)
+    assert again.log.log_end_offset == 0
+    assert read_partition_metadata(tmp_path / "t-0") == new_id
+    release.set()
+    assert removed.wait(30)
+    assert not aside[0].exists()
+    m.shutdown()

@@ -3,15 +3,16 @@ AdminZkClient): validate the request as Kafka does and write the coordination
 store; any broker may do this. The controller then gives new partitions their
 leaders, and every broker learns of the change through its metadata watches.
 
-CreateTopics is answered as Kafka 4.0's controller answers it: once the topic is
-written (durable in the store) and known to this broker's metadata (so the
-client's next admin request here finds it), not once brokers have opened its
-logs and taken on its leaders; until they have, Metadata shows its partitions
-with LEADER_NOT_AVAILABLE and clients retry, as with Kafka. Waiting for that here cost
-1-2.6 s a 100-partition topic on a loaded machine (issue 25). The internal callers
-(a topic auto-created by Metadata, the internal topics) still wait, bounded, for
-the leaders, as do the other changes (deletion, new partitions, configs), like
-Kafka's ZooKeeper-era delayed operations. Assignment comes from the controller's
+CreateTopics, CreatePartitions and DeleteTopics are answered as Kafka 4.0's
+controller answers them (ControllerApis: a write event completed at commit): once
+the change is written (durable in the store; for a deletion, once the controller
+has removed the topic) and known to this broker's metadata (so the client's next
+admin request here finds it), not once brokers have opened the new logs and taken
+on their leaders, or deleted the old logs; until new partitions are led, Metadata
+shows them with LEADER_NOT_AVAILABLE and clients retry, as with Kafka. Waiting for
+that here cost 1-2.6 s a 100-partition topic on a loaded machine (issue 25). The
+internal callers (a topic auto-created by Metadata, the internal topics) still wait,
+bounded, for the leaders, as do config changes. Assignment comes from the controller's
 rule (controller/assignment.py)."""
 
 from __future__ import annotations
@@ -164,7 +165,8 @@ class TopicAdmin:
 
     async def delete_topic(self, name: str, timeout_ms: int = 30000) -> None:
         """Mark the topic for deletion; the controller deletes it. Waits (up to
-        timeout_ms) until it is gone from this broker's metadata."""
+        timeout_ms) until it is gone from this broker's metadata (its logs are deleted
+        after that, in the background)."""
         if not self.config["delete.topic.enable"]:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
         if self.metadata.topic(name) is None:
@@ -213,8 +215,11 @@ class TopicAdmin:
         await self.backend.set_partition_assignment(
             TopicAssignment(name=name, topic_id=record.topic_id, partitions=partitions),
             lease=None)
+        log.info("topic %s grown to %d partitions", name, count)
+        # answered once written and known here (Kafka 4.0 answers at commit), not once
+        # the new partitions are led: until they are, Metadata says LEADER_NOT_AVAILABLE
         await self._wait_for(name, lambda: (
-            self._has_leaders(name) and len(self.metadata.topics[name].partitions) == count),
+            (r := self.metadata.topic(name)) is None or len(r.partitions) >= count),
             timeout_ms)
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str | None],

@@ -1,10 +1,15 @@
-"""CreatePartitions (37): grow a topic's partition count."""
+"""CreatePartitions (37): grow a topic's partition count.
+
+Answered once the new assignment is written, not once the new partitions are led
+(admin/topics.py). A timeout of 0 or less answers REQUEST_TIMED_OUT for every topic
+and changes nothing, validate_only too: Kafka 4.0's controller drops a request whose
+deadline has passed before it gets to it."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pybroker.errors import KafkaError
+from pybroker.errors import ErrorCode, KafkaError
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
@@ -17,6 +22,11 @@ async def handle_create_partitions(ctx: BrokerContext, request: Request) -> dict
     body = request.body
     results = []
     for topic in body["topics"]:
+        if body["timeout_ms"] <= 0:
+            results.append({"name": topic["name"],
+                            "error_code": int(ErrorCode.REQUEST_TIMED_OUT),
+                            "error_message": None})
+            continue
         assignments = topic["assignments"]
         try:
             await ctx.admin.create_partitions(

@@ -1,4 +1,10 @@
-"""DeleteTopics (20): by name, or (v6+) by topic id."""
+"""DeleteTopics (20): by name, or (v6+) by topic id.
+
+Answered once the controller has removed the topic and this broker's metadata no
+longer has it, not once its logs are deleted (admin/topics.py). As in Kafka 4.0,
+whose controller drops a request whose deadline has passed before it gets to it, a
+timeout of 0 or less answers REQUEST_TIMED_OUT for every topic and deletes nothing
+(when deletion is disabled, that is said instead)."""
 
 from __future__ import annotations
 
@@ -22,7 +28,13 @@ async def handle_delete_topics(ctx: BrokerContext, request: Request) -> dict[str
     else:
         wanted = [(t["name"], t["topic_id"]) for t in body["topics"]]
     responses = []
+    timed_out = body["timeout_ms"] <= 0 and ctx.config["delete.topic.enable"]
     for name, topic_id in wanted:
+        if timed_out:
+            responses.append({"name": name, "topic_id": topic_id,
+                              "error_code": int(ErrorCode.REQUEST_TIMED_OUT),
+                              "error_message": None})
+            continue
         try:
             name, topic_id = resolve(ctx, name, topic_id)
             await ctx.admin.delete_topic(name, body["timeout_ms"])

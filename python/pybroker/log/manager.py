@@ -9,6 +9,7 @@ import collections
 import logging
 import os
 import shutil
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -365,10 +366,23 @@ class LogManager:
             partition.set_config(partition.config)
 
     def delete_topic(self, topic: str) -> None:
-        """Close the topic's logs; rename each dir aside first so a crash mid-delete
-        leaves nothing that would be loaded again (Kafka's `-delete` suffix)."""
+        """Drop the topic's logs: each dir is renamed aside here (Kafka's `-delete`
+        suffix: a crash mid-delete leaves nothing that would be loaded again, and a
+        topic created again under the name starts from a clean dir), and its files are
+        removed on a thread of their own. Nothing is flushed (the data is going; Kafka
+        only closes a deleted log's handles): flushing and removing a 1,200-partition
+        topic on the event loop took it 24 s on a loaded machine, with DeleteTopics
+        answered only after."""
+        doomed: list[Path] = []
         for key in [k for k in self.partitions if k[0] == topic]:
-            self.delete_partition(*key)
+            partition = self.partitions.pop(key)
+            self._dir_load[partition.directory.parent] -= 1
+            self._flushes_closed += partition.flushes
+            partition.abandon()
+            doomed.append(_rename_aside(partition.directory))
+        if doomed:
+            threading.Thread(target=_remove_dirs, args=(doomed,), name=f"delete-{topic}",
+                             daemon=True).start()
 
     def delete_stray(self, topic: str, index: int) -> bool:
         """Delete a partition dir this broker holds but does not host (not open): a
@@ -466,9 +480,18 @@ def _fsync_dir(path: Path) -> None:
 def _delete_dir(path: Path) -> None:
     """Rename a partition dir aside (Kafka's `-delete` suffix), then delete it: a crash
     mid-delete leaves nothing that would be loaded again."""
+    shutil.rmtree(_rename_aside(path), ignore_errors=True)
+
+
+def _rename_aside(path: Path) -> Path:
     doomed = path.with_name(f"{path.name}.{uuid.uuid4().hex}-delete")
     os.replace(path, doomed)
-    shutil.rmtree(doomed, ignore_errors=True)
+    return doomed
+
+
+def _remove_dirs(paths: list[Path]) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class UnreadablePartitionMetadata(ValueError):

@@ -144,3 +144,9 @@ class Partition:
     def close(self) -> None:
         self.closed = True
         self.log.close()
+
+    def abandon(self) -> None:
+        """Stop using a log whose topic is deleted, without flushing it or writing its
+        producer snapshot (close() would, by path, into a dir about to go): its files
+        are released once the last reference to the log is."""
+        self.closed = True
