@@ -28,7 +28,12 @@ running cluster of three brokers instead (a stock Kafka KRaft cluster:
 ``bench/kafka_peer.py --nodes 3 -- python bench/cluster.py --peer {bootstrap}
 --peer-pids {pids} ...`` starts one from $KAFKA_HOME, runs this, and stops it);
 ``--peer-pids`` lets the CPU per GB be measured. Failover kills and restarts brokers, so
-it runs only on the bench's own pybroker cluster.
+it needs to own them: ``--stock-kafka`` runs every part against a 3-node stock Kafka KRaft
+cluster (combined broker+controller nodes, Kafka's defaults, the same code as
+bench/kafka_peer.py) that the bench starts from $KAFKA_HOME itself. There "the controller"
+is the active KRaft controller (the leader in the nodes' quorum-state files) and "the new
+leader" is the first leader other than the killed one in the metadata the live brokers
+answer with.
 
 Examples:
     python bench/cluster.py                                  # all, default sizes
@@ -36,12 +41,14 @@ Examples:
     python bench/cluster.py --only failover --rounds 5 --json out.json
     python bench/kafka_peer.py --nodes 3 -- python bench/cluster.py --only throughput \
         --only latency --peer {bootstrap} --peer-pids {pids}
+    KAFKA_HOME=/opt/kafka python bench/cluster.py --only failover --rounds 10 --stock-kafka
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import struct
 import sys
@@ -63,6 +70,7 @@ try:
 
     from tests.cluster.cluster import SESSION_TIMEOUT_MS, Cluster, wait_for
     from tests.cluster.zookeeper import ZooKeeperServer, unavailable_reason
+    from tests.java.stock_kafka import KafkaCluster, KafkaUnavailable, start_kafka_cluster
     from throughput import machine_info
 except ImportError as exc:  # pragma: no cover - guidance only
     sys.exit(f"missing dependency ({exc}); run: pip install -e '.[test]'")
@@ -70,6 +78,9 @@ except ImportError as exc:  # pragma: no cover - guidance only
 KiB = 1024
 STAMP = struct.Struct(">q")
 WAIT_S = 60.0
+#: librdkafka's and the Java client's default request.timeout.ms: a produce request's
+#: timeout_ms
+REQUEST_TIMEOUT_S = 30.0
 
 
 def percentile(ordered: list[float], q: float) -> float:
@@ -108,6 +119,101 @@ class PeerCluster:
                     and all(p.leader is not None and len(p.isr) == replication
                             for p in found.partitions))
         wait_for(settled, WAIT_S, f"{name}'s partitions to have full ISRs")
+
+
+class StockKafkaCluster(PeerCluster):
+    """A 3-node stock Kafka KRaft cluster the bench started itself: what failover() uses
+    of a Cluster (controller, leaders, ISRs, kill -9, restart), read through the Kafka
+    protocol and the nodes' own files, so the same scenario runs on both sides."""
+
+    def __init__(self, kafka: KafkaCluster) -> None:
+        super().__init__(kafka.bootstrap, kafka.pids)
+        self.kafka = kafka
+        self.nodes = {n.node_id: n for n in kafka.nodes}
+
+    @property
+    def brokers(self) -> dict[int, Any]:
+        return self.nodes
+
+    def live(self) -> list[int]:
+        return [i for i, n in self.nodes.items() if n.app.running]
+
+    def _live_admin(self) -> AdminClient:
+        """An admin client bootstrapped from the live nodes only (a fresh one: the shared
+        client may sit in its reconnect backoff to the killed node)."""
+        live = ",".join(f"127.0.0.1:{self.nodes[i].port}" for i in self.live())
+        return AdminClient({"bootstrap.servers": live, "log_level": 0})
+
+    def controller(self) -> int | None:
+        """The active KRaft controller: the leader of the highest epoch any live node's
+        quorum-state file records (a node rewrites it when it learns of a new leader)."""
+        best: tuple[int, int] | None = None
+        for i in self.live():
+            path = self.nodes[i].data_dir / "__cluster_metadata-0" / "quorum-state"
+            try:
+                state = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue  # being rewritten: the other nodes still say
+            leader, epoch = int(state.get("leaderId", -1)), int(state.get("leaderEpoch", -1))
+            if leader >= 0 and (best is None or epoch > best[1]):
+                best = (leader, epoch)
+        return best[0] if best else None
+
+    def _partitions(self, topic: str, admin: AdminClient | None = None) -> dict[int, Any]:
+        meta = (admin or self._live_admin()).list_topics(topic, timeout=5)
+        found = meta.topics.get(topic)
+        if found is None or found.error is not None:
+            return {}
+        return dict(found.partitions)
+
+    def leader(self, topic: str, partition: int) -> int:
+        return int(self._partitions(topic)[partition].leader)
+
+    def wait_leader_not(self, topic: str, partition: int, old: int,
+                        timeout_s: float = WAIT_S) -> int:
+        admin = self._live_admin()
+
+        def moved() -> int | None:
+            try:
+                leader = int(self._partitions(topic, admin)[partition].leader)
+            except Exception:  # no answer this time: poll again
+                return None
+            return leader if leader not in (old, -1) else None
+        return wait_for(moved, timeout_s, f"{topic}-{partition} to leave node {old}",
+                        poll_s=0.05)
+
+    def wait_full_isr(self, topic: str, partitions: int, timeout_s: float = WAIT_S) -> None:
+        everyone = sorted(self.nodes)
+
+        def full() -> bool:
+            try:
+                found = self._partitions(topic)
+            except Exception:  # a node still starting: poll again
+                return False
+            return len(found) == partitions and all(
+                sorted(p.isrs) == everyone for p in found.values())
+        wait_for(full, timeout_s, f"every partition of {topic} to have ISR {everyone}")
+
+    def kill(self, node_id: int) -> None:
+        self.nodes[node_id].app.kill()
+
+    def restart(self, node_id: int, timeout_s: float = 120.0) -> None:
+        """Start the killed node again (same config and data dir); return once it
+        answers Metadata listing every node (it is registered and unfenced)."""
+        node = self.nodes[node_id]
+        node.app.start()
+        self.pids = self.kafka.pids
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{node.port}", "log_level": 0})
+
+        def serving() -> bool:
+            try:
+                return len(admin.list_topics(timeout=2).brokers) == len(self.nodes)
+            except Exception:  # not listening yet
+                return False
+        wait_for(serving, timeout_s, f"Kafka node {node_id} to serve", poll_s=0.1)
+
+    def close(self) -> None:
+        self.kafka.stop()
 
 
 def broker_pids(cluster: Cluster | PeerCluster) -> list[int]:
@@ -290,7 +396,8 @@ def latency(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> dict[st
 
 
 # --- failover -----------------------------------------------------------------------------
-def failover(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any]]:
+def failover(cluster: Cluster | StockKafkaCluster, args: argparse.Namespace
+             ) -> list[dict[str, Any]]:
     """Each round kills the leader of one of three partitions: one that is not the
     controller, or (--kill-controller) the controller's own partition, so a new
     controller has to be elected first."""
@@ -299,6 +406,10 @@ def failover(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any]]
     cluster.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
     acks: dict[int, list[float]] = {p: [] for p in range(partitions)}
     failures: list[str] = []  # delivery reports with an error: records the producer lost
+    # send -> delivery report of every acknowledged record: one over the producer's
+    # request.timeout.ms (30 s, the acks=all request's timeout_ms) was in a request the
+    # broker held past its timeout, or in one retried after such a request
+    latencies: list[float] = []
     lock = threading.Lock()
     stop = threading.Event()
 
@@ -308,10 +419,14 @@ def failover(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any]]
                              **dict(args.failover_producer_config)})
 
         def reporter(partition: int) -> Any:
+            sent = time.monotonic()
+
             def report(err: Any, _message: Any) -> None:
+                now = time.monotonic()
                 with lock:
                     if err is None:
-                        acks[partition].append(time.monotonic())
+                        acks[partition].append(now)
+                        latencies.append(now - sent)
                     else:
                         failures.append(str(err))
             return report
@@ -380,11 +495,17 @@ def failover(cluster: Cluster, args: argparse.Namespace) -> list[dict[str, Any]]
         stop.set()
         thread.join(WAIT_S)
     sent = sum(len(a) for a in acks.values()) + len(failures)
+    slowest = max(latencies, default=0.0)
+    over = sum(1 for v in latencies if v > REQUEST_TIMEOUT_S)
     print(f"failover: {len(failures)} of {sent} sends failed"
-          + (f" (first: {failures[0]})" if failures else ""), flush=True)
+          + (f" (first: {failures[0]})" if failures else "")
+          + f"; slowest acknowledgement {slowest:.2f}s, {over} over the "
+          f"{REQUEST_TIMEOUT_S:.0f}s request timeout", flush=True)
     if rows:
         rows[-1]["failed_sends_in_run"] = len(failures)
         rows[-1]["sends_in_run"] = sent
+        rows[-1]["slowest_ack_s"] = round(slowest, 2)
+        rows[-1]["acks_over_request_timeout"] = over
     return rows
 
 
@@ -422,8 +543,19 @@ def main(argv: list[str] | None = None) -> int:
                          "throughput and latency only")
     ap.add_argument("--peer-pids", default="", metavar="PID[,...]",
                     help="the peer's broker pids, for its CPU per GB")
+    ap.add_argument("--stock-kafka", action="store_true",
+                    help="run against a 3-node stock Kafka KRaft cluster started from "
+                         "$KAFKA_HOME (Kafka's defaults; --override applies to it), "
+                         "failover included")
+    ap.add_argument("--kafka-heap", default="-Xmx1G -Xms1G",
+                    help="--stock-kafka: KAFKA_HEAP_OPTS of every node (default Kafka's)")
+    ap.add_argument("--workdir", type=Path,
+                    help="--stock-kafka: the nodes' data and logs here, kept (default: a "
+                         "temp dir, deleted at exit)")
     args = ap.parse_args(argv)
     parts = args.only or ["throughput", "latency", "failover"]
+    if args.stock_kafka:
+        return run_stock_kafka(args, parts)
     if args.peer:
         return run_peer(args, parts)
     reason = unavailable_reason()
@@ -438,12 +570,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster = Cluster(zookeeper, Path(tmp) / "brokers", overrides=overrides)
         try:
             cluster.start()
-            if "throughput" in parts:
-                results["throughput"] = throughput(cluster, args)
-            if "latency" in parts:
-                results["latency"] = latency(cluster, args)
-            if "failover" in parts:
-                results["failover"] = failover(cluster, args)
+            run_parts(cluster, args, parts, results)
         finally:
             cluster.close()
             zookeeper.stop()
@@ -451,9 +578,42 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run_parts(cluster: Cluster | StockKafkaCluster, args: argparse.Namespace,
+              parts: list[str], results: dict[str, Any]) -> None:
+    if "throughput" in parts:
+        results["throughput"] = throughput(cluster, args)
+    if "latency" in parts:
+        results["latency"] = latency(cluster, args)
+    if "failover" in parts:
+        results["failover"] = failover(cluster, args)
+
+
+def run_stock_kafka(args: argparse.Namespace, parts: list[str]) -> int:
+    home = os.environ.get("KAFKA_HOME", "")
+    if not home:
+        sys.exit("--stock-kafka needs KAFKA_HOME (a Kafka distribution)")
+    overrides = dict(item.split("=", 1) for item in args.override)
+    results: dict[str, Any] = {"machine": machine_info(), "argv": sys.argv,
+                               "peer": f"stock Kafka from {home}", "overrides": overrides}
+    with tempfile.TemporaryDirectory(prefix="kafka-cluster-bench-") as tmp:
+        try:
+            kafka = start_kafka_cluster(args.workdir or Path(tmp), 3, overrides,
+                                        heap=args.kafka_heap)
+        except KafkaUnavailable as exc:
+            sys.exit(f"stock Kafka cannot run from {home}: {exc}")
+        cluster = StockKafkaCluster(kafka)
+        try:
+            run_parts(cluster, args, parts, results)
+        finally:
+            cluster.close()
+    summarize(results, args)
+    return 0
+
+
 def run_peer(args: argparse.Namespace, parts: list[str]) -> int:
     if "failover" in parts and args.only:
-        sys.exit("failover kills and restarts brokers: only on the bench's own cluster")
+        sys.exit("failover kills and restarts brokers: only on a cluster the bench owns "
+                 "(its own pybroker cluster, or --stock-kafka)")
     cluster = PeerCluster(args.peer, [int(p) for p in args.peer_pids.split(",") if p])
     results: dict[str, Any] = {"machine": machine_info(), "argv": sys.argv,
                                "peer": args.peer}
@@ -476,8 +636,9 @@ def summarize(results: dict[str, Any], args: argparse.Namespace) -> None:
     if "failover" in results and results["failover"]:
         firsts = [r["first_ack_s"] for r in results["failover"]]
         print(f"failover: first acknowledged write {min(firsts)}-{max(firsts)} s after kill -9 "
-              f"(median {statistics.median(firsts)}), session timeout "
-              f"{results['session_timeout_ms']} ms")
+              f"(median {statistics.median(firsts)})"
+              + (f", session timeout {results['session_timeout_ms']} ms"
+                 if "session_timeout_ms" in results else ""))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 
