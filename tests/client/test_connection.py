@@ -4,6 +4,7 @@ and a peer that answers with the wrong correlation id or a nonsense size."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import Awaitable, Callable
 
@@ -11,6 +12,7 @@ import anyio
 import anyio.abc
 import pytest
 
+from pybroker.client import transport
 from pybroker.client.connection import (
     FRAME_BUFFER_BYTES_INITIAL,
     BrokerConnection,
@@ -144,3 +146,56 @@ def test_a_request_cancelled_mid_answer_leaves_no_half_frame_behind() -> None:
         assert bytes(second[4:24]) == b"first" * 4
 
     run_against(serve, client)
+
+
+def test_the_reader_stays_registered_while_read_and_goes_when_nobody_reads() -> None:
+    """A plaintext transport keeps its readiness callback between receives (no register
+    and drop per read of a megabyte answer), drops it once the socket turns readable with
+    nobody receiving (a readable socket must not wake the loop on every turn), and a
+    receive still waiting when the transport closes fails instead of hanging."""
+    async def main() -> None:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        accepted: list[anyio.abc.SocketStream] = []
+        ready = anyio.Event()
+
+        async def handle(stream: anyio.abc.SocketStream) -> None:
+            accepted.append(stream)
+            ready.set()
+            await anyio.sleep(30)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, handle)
+            sock = await transport.SocketTransport.connect("127.0.0.1", port)
+            with anyio.fail_after(10):
+                await ready.wait()
+            peer = accepted[0]
+            fd = sock._sock.fileno()
+            loop = asyncio.get_running_loop()
+            buf = bytearray(10)
+            for piece in (b"ab", b"cde"):
+                async def later(data: bytes = piece) -> None:
+                    await anyio.sleep(0.05)
+                    await peer.send(data)
+                tg.start_soon(later)
+                with anyio.fail_after(10):
+                    count = await sock.receive_into(memoryview(buf))
+                assert bytes(buf[:count]) == piece
+            assert sock._reader_loop is loop  # still registered between receives
+            await peer.send(b"unasked")
+            with anyio.fail_after(10):
+                while sock._reader_loop is not None:
+                    await anyio.sleep(0.01)
+            assert not loop.remove_reader(fd)
+            with anyio.fail_after(10):
+                assert await sock.receive_into(memoryview(buf)) == 7
+
+            async def close_soon() -> None:
+                await anyio.sleep(0.05)
+                await sock.aclose()
+            tg.start_soon(close_soon)
+            with anyio.fail_after(10), pytest.raises(anyio.ClosedResourceError):
+                await sock.receive_into(memoryview(buf))
+            assert not loop.remove_reader(fd)
+            tg.cancel_scope.cancel()
+    anyio.run(main)

@@ -4,16 +4,27 @@ buffer, and a request memory pool pauses reads instead of failing them."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import struct
+import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import anyio
 import psutil
+import pytest
+from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from pybroker._core import FileSlice, PartitionLog
 from pybroker.server import memory
-from pybroker.server.connection import SMALL_FRAME_BYTES, Connection, ConnectionClosed
+from pybroker.server.connection import (
+    SMALL_FRAME_BYTES,
+    SMALL_SLICE_BYTES,
+    Connection,
+    ConnectionClosed,
+)
 from pybroker.server.memory import RequestMemoryPool
 
 MAX_REQUEST = 104_857_600
@@ -221,4 +232,108 @@ def test_peer_reset_while_reading_a_large_frame_is_a_closed_connection() -> None
                     raise AssertionError("read_frame returned a frame from a reset peer")
         finally:
             conn.close()
+    run(main)
+
+
+# --- writing: file slices by sendfile (a follower's fetch of a megabyte) ----------------------
+def log_slice(tmp_path: Path, nbytes: int, per_batch: int = 100) -> FileSlice:
+    """A file slice of about `nbytes` of real record batches (`per_batch` 1 KiB records
+    a batch)."""
+    log = PartitionLog(str(tmp_path / "t-0"))
+    offset = 0
+    while offset * 1100 < nbytes:
+        builder = DefaultRecordBatchBuilder(
+            magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+            producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+        for i in range(per_batch):
+            builder.append(i, timestamp=1_000, key=None, value=os.urandom(1024), headers=[])
+        log.append(bytes(builder.build()), offset, 0)
+        offset += per_batch
+    file_slice = log.read(0, nbytes, min_one=True)
+    assert file_slice is not None and file_slice.length > SMALL_SLICE_BYTES
+    return file_slice
+
+
+def test_a_large_slice_reaches_a_slow_reader_whole_between_its_header_and_trailer(
+        tmp_path: Path) -> None:
+    """The socket's buffer fills many times over: each time the write waits until the
+    reader takes more, and the bytes arrive whole and in order. Afterwards no writer
+    callback is left behind on the loop (a writable socket would wake it endlessly)."""
+    file_slice = log_slice(tmp_path, 3 << 20)
+    header, trailer = os.urandom(30), os.urandom(40)
+
+    async def main() -> None:
+        server, client = tcp_pair()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        conn = Connection(server, MAX_REQUEST)
+        received = bytearray()
+        want = header + file_slice.read() + trailer
+        try:
+            async with anyio.create_task_group() as tg:
+                async def slow_reader() -> None:
+                    while len(received) < len(want):
+                        received.extend(
+                            await anyio.to_thread.run_sync(client.recv, 65536))
+                        await anyio.sleep(0.001)
+                tg.start_soon(slow_reader)
+                with anyio.fail_after(WAIT_S * 3):
+                    await conn.write([header, file_slice, trailer])
+            assert bytes(received) == want
+            assert not asyncio.get_running_loop().remove_writer(conn.fd)
+        finally:
+            conn.close()
+            client.close()
+    run(main)
+
+
+def test_a_write_cancelled_while_the_buffer_is_full_leaves_no_writer_behind(
+        tmp_path: Path) -> None:
+    file_slice = log_slice(tmp_path, 2 << 20)
+
+    async def main() -> None:
+        server, client = tcp_pair()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        conn = Connection(server, MAX_REQUEST)
+        try:
+            with anyio.move_on_after(0.3) as scope:
+                await conn.write([b"header", file_slice])  # nobody reads: it must wait
+            assert scope.cancelled_caught
+            assert not asyncio.get_running_loop().remove_writer(conn.fd)
+        finally:
+            conn.close()
+            client.close()
+    run(main)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="TCP_INFO segment count")
+def test_a_header_goes_out_in_one_segment_with_the_slice_after_it(tmp_path: Path) -> None:
+    """A response's header (sendmsg) is held for the file slice sent after it (sendfile):
+    the peer gets one segment, not a small one for the header that wakes it alone."""
+    file_slice = log_slice(tmp_path, 30_000, per_batch=20)
+    assert file_slice.length < 60_000  # one loopback segment holds it all
+
+    def segments_out(sock: socket.socket) -> int:
+        # struct tcp_info: tcpi_segs_out, a u32 at byte 136 (Linux 4.2+)
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 144)
+        return int(struct.unpack_from("I", info, 136)[0])
+
+    async def main() -> None:
+        server, client = tcp_pair()
+        server.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as the acceptor does
+        conn = Connection(server, MAX_REQUEST)
+        try:
+            before = segments_out(server)
+            with anyio.fail_after(WAIT_S):
+                await conn.write([b"h" * 30, file_slice])
+            assert segments_out(server) - before == 1
+            want = 30 + file_slice.length
+            got = bytearray()
+            while len(got) < want:
+                got += client.recv(want - len(got))
+            assert bytes(got) == b"h" * 30 + file_slice.read()
+        finally:
+            conn.close()
+            client.close()
     run(main)

@@ -108,7 +108,11 @@ class Partition:
     @property
     def offline(self) -> bool:
         """Its log dir was taken offline by an I/O error (see dir_failure.py)."""
-        return self._failures is not None and self._failures.is_offline(self.directory.parent)
+        # asked for every produced and fetched partition: with no dir offline (nearly
+        # always) no path is built and hashed (a tenth of a leader's handle_fetch)
+        failures = self._failures
+        return failures is not None and bool(failures.offline) \
+            and failures.is_offline(self.directory.parent)
 
     def flush(self) -> None:
         """fsync the log up to its end; the recovery point moves there. A failed fsync

@@ -4,8 +4,8 @@ Like Kafka's SocketServer, a connection handles one request at a time (the
 channel is muted until the response is written), which keeps responses in
 request order while clients pipeline up to five requests. Sockets are driven
 directly (non-blocking recv_into / send / sendfile, waiting on readiness through
-anyio), so record bytes read from disk go to the socket by sendfile and never
-pass through Python.
+the event loop's reader and writer callbacks), so record bytes read from disk go to
+the socket by sendfile and never pass through Python.
 
 Memory: a frame that fits the read-ahead buffer (64 KiB, borrowed from a shared
 cache only while bytes are buffered) is parsed from it in place (a small last
@@ -63,8 +63,15 @@ OUT_QUEUE_MAX = 64
 SMALL_SLICE_BYTES = 16384
 #: iovecs per sendmsg (Linux IOV_MAX is 1024)
 IOV_MAX = 1024
+#: sendmsg flag: more follows at once (Linux); 0 where the platform has none
+MSG_MORE = getattr(socket, "MSG_MORE", 0)
 
 _WATCH_OFF, _WATCH_ON, _WATCH_SUSPENDED = 0, 1, 2
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class ConnectionClosed(Exception):
@@ -80,7 +87,7 @@ class Connection:
         "sock", "fd", "max_request_bytes", "peer", "host", "pool", "registry", "scope",
         "last_active", "handling_since", "close_reason", "_buf", "_start", "_end", "_big",
         "_reserved", "_out", "_out_count", "_watch", "_loop", "session", "zero_copy",
-        "_reader_loop", "_read_waiter", "deferred", "_flushing",
+        "_reader_loop", "_read_waiter", "deferred", "_flushing", "_writer_loop",
     )
 
     def __init__(self, sock: socket.socket | TlsSocket, max_request_bytes: int, *,
@@ -123,6 +130,8 @@ class Connection:
         # the future a read waits on (see _wait_readable)
         self._reader_loop: asyncio.AbstractEventLoop | None = None
         self._read_waiter: asyncio.Future[None] | None = None
+        # the loop a write's wait registered its callback with (see _wait_writable)
+        self._writer_loop: asyncio.AbstractEventLoop | None = None
         #: the listener and principal (pybroker.security.session); None: PLAINTEXT
         self.session: Session | None = None
         #: file slices go by sendfile; off on TLS, where bytes must pass through OpenSSL
@@ -411,7 +420,9 @@ class Connection:
                 iov.append(memoryview(self._read_slice(part)))
             else:
                 if iov:
-                    await self._send_buffers(iov)
+                    # MSG_MORE: the header goes out with the slice's first bytes, one
+                    # segment instead of a small one of its own that the peer is woken for
+                    await self._send_buffers(iov, MSG_MORE)
                     iov = []
                 await self._send_slice(part)
         if iov:
@@ -427,14 +438,14 @@ class Connection:
                       exc)
             raise ConnectionClosed() from exc
 
-    async def _send_buffers(self, views: list[memoryview]) -> None:
+    async def _send_buffers(self, views: list[memoryview], flags: int = 0) -> None:
         first = 0
         while first < len(views):
             try:
-                n = self.sock.sendmsg(views[first : first + IOV_MAX])
+                n = self.sock.sendmsg(views[first : first + IOV_MAX], [], flags) if flags \
+                    else self.sock.sendmsg(views[first : first + IOV_MAX])
             except BlockingIOError:
-                await anyio.wait_writable(self.sock)
-                self.last_active = time.monotonic()
+                await self._wait_writable()
                 continue
             except OSError as exc:
                 raise ConnectionClosed() from exc
@@ -457,8 +468,7 @@ class Connection:
             try:
                 n = sendfile(self.fd, sent)
             except BlockingIOError:
-                await anyio.wait_writable(self.sock)
-                self.last_active = time.monotonic()
+                await self._wait_writable()
                 continue
             except OSError as exc:  # the socket side: reset, broken pipe, timeout...
                 raise ConnectionClosed() from exc
@@ -473,6 +483,29 @@ class Connection:
                 raise ConnectionClosed()
             sent += n
 
+    async def _wait_writable(self) -> None:
+        """The socket's send buffer is full: wait until it takes more bytes.
+
+        A future woken by the loop's writer callback, registered for this wait only (a
+        writable socket would call back on every turn of the loop). A large response
+        (a follower's fetch of a megabyte) waits this way several times: through
+        anyio.wait_writable (its backend lookup, run var and Event) the waits were a
+        third of a leader's Python per follower fetch (issue 26)."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        loop.add_writer(self.fd, _wake, waiter)
+        self._writer_loop = loop
+        try:
+            await waiter
+        finally:
+            self._stop_writing()
+        self.last_active = time.monotonic()
+
+    def _stop_writing(self) -> None:
+        loop, self._writer_loop = self._writer_loop, None
+        if loop is not None:
+            loop.remove_writer(self.fd)
+
     def close(self) -> None:
         """Close the socket and let go of everything the connection holds."""
         if self._watch == _WATCH_ON:
@@ -480,6 +513,10 @@ class Connection:
             self._watch = _WATCH_SUSPENDED
         try:
             self._stop_reading()  # before the fd is closed (and maybe reused)
+        except (OSError, ValueError, RuntimeError):
+            pass
+        try:
+            self._stop_writing()
         except (OSError, ValueError, RuntimeError):
             pass
         self._release_reservation()
