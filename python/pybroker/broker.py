@@ -46,6 +46,7 @@ from pybroker.purgatory import Purgatory
 from pybroker.replica.fetcher import ReplicaFetcherManager
 from pybroker.replica.isr import IsrManager
 from pybroker.replica.manager import ReplicaManager
+from pybroker.replica.offline_dirs import OfflineDirReporter
 from pybroker.server.acceptor import ConnectionServer
 from pybroker.security.tls import server_contexts
 from pybroker.server.listeners import bind_listeners, inter_broker_listener, listener_settings
@@ -180,6 +181,7 @@ class Broker:
                                     inter_broker_listener(config, self.advertised).name)
         isr = IsrManager(replicas, backend, listener, config["replica.lag.time.max.ms"],
                          self.metrics)
+        offline_dirs = OfflineDirReporter(broker_id, backend, replicas, logs.failures)
         # a broker whose session expired may be a zombie: it leads nothing until the
         # store's watches tell it again what it leads
         backend.on_session_lost(replicas.fence)
@@ -219,6 +221,7 @@ class Broker:
                 tg.start_soon(txn.run)
                 tg.start_soon(fetchers.run)
                 tg.start_soon(isr.run)
+                tg.start_soon(offline_dirs.run)
                 for item, port in zip(self.listeners, self.bound_ports, strict=True):
                     log.info("listening on %s://%s:%d", item.name, item.host or "0.0.0.0", port)
                 # the long-lived startup heap leaves the GC's walks (tail latency)

@@ -78,10 +78,12 @@ def read_all(broker: Broker, topic: str) -> list[bytes]:
     return values
 
 
-def attach_eio_on_fsync(pid: int) -> subprocess.Popen[bytes]:
-    """strace attached to every thread of `pid`, failing each fsync/fdatasync with EIO."""
+def attach_eio_on_fsync(pid: int, paths: list[str] | None = None) -> subprocess.Popen[bytes]:
+    """strace attached to every thread of `pid`, failing each fsync/fdatasync with EIO;
+    with `paths`, only those of files open under these exact paths."""
+    only = [arg for path in paths or () for arg in ("-P", path)]
     tracer = subprocess.Popen(
-        ["strace", "-f", "-qq", "-p", str(pid), "-e", "trace=fsync,fdatasync",
+        ["strace", "-f", "-qq", "-p", str(pid), *only, "-e", "trace=fsync,fdatasync",
          "-e", "inject=fsync:error=EIO", "-e", "inject=fdatasync:error=EIO",
          "-o", "/dev/null"], stderr=subprocess.PIPE)
     # strace attaches before it reads its first event; give it a bounded moment and check
@@ -204,3 +206,24 @@ def _one_batch() -> bytes:
                                         batch_size=1 << 20)
     builder.append(0, timestamp=0, key=None, value=b"v", headers=[])
     return bytes(builder.build())
+
+
+def test_a_shutdown_marks_only_the_dirs_that_did_not_fail(tmp_path: Path) -> None:
+    """The clean-shutdown marker vouches that a dir's logs need no recovery: a failed
+    dir must not get one (its next start recovers every log), nor may its closing
+    stop the others from being closed and marked."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    config = BrokerConfig({"log.dirs": f"{dirs[0]},{dirs[1]}"})
+    manager = LogManager(config, "cluster")
+    manager.failures = LogDirFailures(manager.dirs, on_all_failed=lambda: None)
+    manager.startup()
+    parts = [manager.open_partition(record("t", 2), i) for i in range(2)]
+    doomed = next(p for p in parts if p.directory.parent == dirs[0])
+    for p in parts:
+        p.append(memoryview(_one_batch()), leader_epoch=0)
+    doomed.log = FailingFlush(doomed.log)  # type: ignore[assignment]
+    with pytest.raises(_core.StorageError):
+        doomed.flush()
+    manager.shutdown()
+    assert not (dirs[0] / ".kafka_cleanshutdown").exists()
+    assert (dirs[1] / ".kafka_cleanshutdown").exists()

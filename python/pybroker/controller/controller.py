@@ -112,7 +112,7 @@ from pybroker.coordination.base import (
     WatchHandle,
 )
 from pybroker.coordination.errors import ControllerMoved, CoordinationError, StaleVersion
-from pybroker.coordination.znodes import BrokerRegistration, LeaderAndIsr
+from pybroker.coordination.znodes import BrokerRegistration, LeaderAndIsr, OfflineReplicas
 from pybroker.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
@@ -159,6 +159,11 @@ class Controller:
         self._wake = anyio.Event()
         #: brokers in controlled shutdown: they get no new leaderships
         self._shutting_down: set[int] = set()
+        #: what each broker published of its replicas on failed log dirs
+        self._offline_reports: dict[int, OfflineReplicas] = {}
+        #: partition -> brokers whose replica of it is on a failed log dir (reports of
+        #: their current registration only): they may neither lead it nor be in its ISR
+        self._offline: dict[Partition, set[int]] = {}
 
     @property
     def is_active(self) -> bool:
@@ -263,12 +268,15 @@ class Controller:
         self._fenced = {}
         self._evict = {}
         self._topics = {}
+        self._offline_reports = {}
+        self._offline = {}
         self._duties = [
             await self.backend.watch_broker_epochs(self._brokers_changed),
             await self.backend.watch_topics(self._topics_changed),
             await self.backend.watch_topic_deletions(self._deletions_changed),
             await self.backend.watch_isr_changes(self._isr_changed),
             await self.backend.watch_reassignment_requests(self._reassignment_requested),
+            await self.backend.watch_offline_replicas(self._offline_replicas_changed),
         ]
 
     def _resign_locally(self) -> None:
@@ -293,6 +301,7 @@ class Controller:
                    if b in self._epochs and self._epochs[b] != e}
         self._fenced = {b: e for b, e in self._fenced.items() if registered.get(b) == e}
         self._epochs = registered
+        self._refresh_offline()
         live = set(registered) - set(self._fenced)
         gone, back = self._live - live, live - self._live
         self._live = live
@@ -334,6 +343,37 @@ class Controller:
         log.warning("controller: broker %d (epoch %d) answers again; no longer fenced",
                     broker_id, epoch)
         self._enqueue(list(self._topics))
+
+    def _offline_replicas_changed(self, reports: dict[int, OfflineReplicas]) -> None:
+        self._offline_reports = reports
+        self._refresh_offline()
+
+    def _refresh_offline(self) -> None:
+        """Recompute which replicas are offline from the brokers' reports, counting a
+        report only under the registration it was made for (a restarted broker opened
+        its dirs anew), and reconcile the topics whose offline replicas changed: their
+        partitions get a new leader and lose those replicas from the ISR, as after a
+        death (Kafka's onReplicasBecomeOffline)."""
+        offline: dict[Partition, set[int]] = {}
+        for broker, report in self._offline_reports.items():
+            if self._epochs.get(broker) != report.broker_epoch:
+                continue
+            for ref in report.partitions:
+                offline.setdefault((ref.topic, ref.partition), set()).add(broker)
+        changed = {key for key in offline.keys() | self._offline.keys()
+                   if offline.get(key) != self._offline.get(key)}
+        self._offline = offline
+        if changed and self.lease is not None:
+            log.warning("controller: replicas on failed log dirs: %s; their partitions get "
+                        "other leaders and they leave the ISRs until their broker restarts",
+                        ", ".join(f"{t}-{p} on {sorted(b)}"
+                                  for (t, p), b in sorted(offline.items())) or "none")
+            self._enqueue(sorted({topic for topic, _ in changed} & self._topics.keys()))
+
+    def _live_for(self, live: set[int], key: Partition) -> set[int]:
+        """`live` without the brokers whose replica of the partition is offline."""
+        offline = self._offline.get(key)
+        return live - offline if offline else live
 
     def _topics_changed(self, topics: dict[str, TopicAssignment]) -> None:
         changed = [name for name, a in topics.items() if self._topics.get(name) != a]
@@ -505,7 +545,7 @@ class Controller:
             return KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                               f"The partition {name}-{index} does not exist.")
         replicas = assignment.partitions[index]
-        live = self._live - self._shutting_down
+        live = self._live_for(self._live - self._shutting_down, key)
         state = current.state
         chosen: LeaderAndIsr | None
         if election_type == UNCLEAN:
@@ -582,7 +622,8 @@ class Controller:
                 if current is None or assignment is None or key[1] not in assignment.partitions:
                     continue  # deleted meanwhile
                 changed = election.without_broker(assignment.partitions[key[1]], current.state,
-                                                  broker_id, self._live, self._shutting_down,
+                                                  broker_id, self._live_for(self._live, key),
+                                                  self._shutting_down,
                                                   lease.epoch)
                 if changed is not None:
                     updates.append(StateUpdate(key[0], key[1], changed, current.version))
@@ -722,9 +763,10 @@ class Controller:
         completed: dict[str, dict[int, list[int]]] = {}
         for assignment in assignments:
             name = assignment.name
-            live = self._live - evicted[name]
+            topic_live = self._live - evicted[name]
             unclean: bool | None = None
             for index, replicas in sorted(assignment.partitions.items()):
+                live = self._live_for(topic_live, (name, index))
                 current = states.get((name, index))
                 if current is None:
                     state = election.initial_state(replicas, live, lease.epoch)

@@ -384,6 +384,19 @@ class CoordinationBackend(Protocol):
         """Read and delete the pending notifications; the partitions they name."""
         ...
 
+    # --- replicas on failed log dirs (broker -> controller) ---
+    async def report_offline_replicas(self, broker_id: int, broker_epoch: int,
+                                      partitions: Iterable[tuple[str, int]]) -> None:
+        """Publish every partition of this broker whose log dir failed, for its current
+        registration (replaces what was published before; gone with the session)."""
+        ...
+
+    async def watch_offline_replicas(self, callback: Callback) -> WatchHandle:
+        """callback({broker: OfflineReplicas}) with every broker's published offline
+        replicas, then whenever they change. Never fires for the embedded backend (one
+        node: no other replica could lead)."""
+        ...
+
     # --- reassignment requests written to the store (/admin/reassign_partitions) ---
     async def watch_reassignment_requests(self, callback: Callback) -> WatchHandle:
         """callback(dict[(topic, partition), replicas]) when moves are requested

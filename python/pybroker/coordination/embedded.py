@@ -664,6 +664,14 @@ class EmbeddedBackend:
         self._isr_changes.clear()
         return changes
 
+    # --- replicas on failed log dirs: one node has no other replica to lead them ---
+    async def report_offline_replicas(self, broker_id: int, broker_epoch: int,
+                                      partitions: Iterable[tuple[str, int]]) -> None:
+        pass
+
+    async def watch_offline_replicas(self, callback: Callback) -> WatchHandle:
+        return WatchHandle()
+
     # --- reassignment requests: operators of one node have no ZooKeeper to write ---
     async def watch_reassignment_requests(self, callback: Callback) -> WatchHandle:
         return WatchHandle()

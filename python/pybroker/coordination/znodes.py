@@ -59,17 +59,24 @@ REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 ISR_CHANGES = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+#: pybroker's own: a broker's replicas on failed log dirs (see OfflineReplicas)
+OFFLINE_REPLICAS = "/brokers/offline_replicas"
 
 #: persistent paths Kafka creates when a broker starts (ZkData.PersistentZkPaths)
 PERSISTENT_PATHS = (
     "/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, DELETE_TOPICS, "/brokers/seqid",
     ISR_CHANGES, PRODUCER_ID_BLOCK, "/log_dir_event_notification", CONFIG_TOPICS,
     "/config/clients", "/config/users", "/config/brokers", "/config/ips",
+    OFFLINE_REPLICAS,
 )
 
 
 def broker_path(broker_id: int) -> str:
     return f"{BROKER_IDS}/{broker_id}"
+
+
+def offline_replicas_path(broker_id: int) -> str:
+    return f"{OFFLINE_REPLICAS}/{broker_id}"
 
 
 def topic_path(topic: str) -> str:
@@ -260,6 +267,18 @@ class IsrChangeNotification(Struct, kw_only=True):
     """/isr_change_notification/isr_change_<seq>: partitions whose ISR a leader changed."""
 
     version: int = 1
+    partitions: list[TopicPartitionRef]
+
+
+class OfflineReplicas(Struct, kw_only=True):
+    """/brokers/offline_replicas/<id>, ephemeral, pybroker's own: the partitions of broker
+    <id> whose log dir failed, for its registration `broker_epoch`. Kafka's ZooKeeper-era
+    controller learns these from the brokers' LeaderAndIsr answers (KAFKA_STORAGE_ERROR)
+    after a /log_dir_event_notification; pybroker's brokers send no LeaderAndIsr, so the
+    broker writes the partitions themselves where the controller watches."""
+
+    version: int = 1
+    broker_epoch: int
     partitions: list[TopicPartitionRef]
 
 

@@ -469,6 +469,49 @@ class ZooKeeperBackend(TopicOps, EntityConfigOps):
         return await self._add_watch(ChildrenDataWatch(self.zk, self._dispatcher, zn.ISR_CHANGES,
                                                        on_set=on_set))
 
+    # --- replicas on failed log dirs ---
+    async def report_offline_replicas(self, broker_id: int, broker_epoch: int,
+                                      partitions: Iterable[tuple[str, int]]) -> None:
+        path = zn.offline_replicas_path(broker_id)
+        data = zn.encode(zn.OfflineReplicas(
+            broker_epoch=broker_epoch,
+            partitions=[zn.TopicPartitionRef(t, p) for t, p in sorted(set(partitions))]))
+        for _ in range(RACE_RETRIES_MAX):
+            stat = await self.zk.call("exists", path)
+            if stat is None:
+                try:
+                    await self.zk.call("create", path, data, ephemeral=True, makepath=True)
+                    return
+                except NodeExistsError:
+                    continue
+            if stat.ephemeralOwner != self.zk.session_id:
+                # a previous process's (its session not expired yet): it would vanish
+                # with that session, taking this report along
+                try:
+                    await self.zk.call("delete", path, version=stat.version)
+                except (NoNodeError, BadVersionError):
+                    pass
+                continue
+            try:
+                await self.zk.call("set", path, data, version=stat.version)
+                return
+            except (NoNodeError, BadVersionError):
+                continue
+        raise CoordinationUnavailable(f"reporting broker {broker_id}'s offline replicas "
+                                      "kept racing")
+
+    async def watch_offline_replicas(self, callback: Callback) -> WatchHandle:
+        def decode(path: str, data: bytes | None, stat: ZnodeStat) -> zn.OfflineReplicas:
+            return zn.decode(path, data, zn.OfflineReplicas)
+
+        async def on_set(values: dict[str, tuple[zn.OfflineReplicas | None, int]]) -> None:
+            await invoke(callback, {int(k): v for k, (v, _) in values.items()
+                                    if k.isdigit() and v is not None})
+
+        return await self._add_watch(ChildrenDataWatch(
+            self.zk, self._dispatcher, zn.OFFLINE_REPLICAS,
+            data_path=lambda c: f"{zn.OFFLINE_REPLICAS}/{c}", decode=decode, on_set=on_set))
+
     async def consume_isr_changes(self) -> set[tuple[str, int]]:
         children = await self.zk.call("get_children", zn.ISR_CHANGES)
         paths = [f"{zn.ISR_CHANGES}/{c}" for c in children]

@@ -10,9 +10,9 @@ dir's checkpoint files. A failed append is not one of them: the Rust log rolls t
 segment back to its previous size, so the client gets KAFKA_STORAGE_ERROR and the dir
 stays usable (a full disk that gets space again keeps serving).
 
-Not done as in Kafka: with several log dirs, a cluster's controller is not told of one
-dir's failure, so the partitions on it stay led here (answering KAFKA_STORAGE_ERROR)
-until the broker is restarted or every dir has failed."""
+With several log dirs in a cluster, the partitions of a failed dir get other leaders
+while the broker serves the rest: replica/offline_dirs.py stops them here and tells the
+controller (Kafka's handleLogDirFailure and log dir event notification)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ class LogDirFailures:
         self.dirs = [Path(d) for d in dirs]
         self.offline: set[Path] = set()
         self._on_all_failed = on_all_failed
+        #: called with the dir once it is offline, on whichever thread found the failure
+        self.listeners: list[Callable[[Path], None]] = []
         # failures arrive from worker threads (flushes, checkpoint writes) and the loop
         self._lock = threading.Lock()
 
@@ -55,6 +57,8 @@ class LogDirFailures:
                   "KAFKA_STORAGE_ERROR. Check the disk and the kernel log (dmesg), then "
                   "restart the broker; recovery checks every log the dir holds",
                   directory, what, exc)
+        for listener in self.listeners:
+            listener(directory)
         if all_failed:
             log.error("shutting down: every log dir (%s) has failed. Fix them (the lines "
                       "above say how each failed), then start the broker again",

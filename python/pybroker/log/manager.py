@@ -32,6 +32,7 @@ from pybroker.log.checkpoint import (
 )
 from pybroker.log.cleaner import Cleaner
 from pybroker.log.dir_failure import LogDirFailures
+from pybroker._core import StorageError
 from pybroker.log.partition import Partition
 from pybroker.phase_log import Tally
 
@@ -121,11 +122,23 @@ class LogManager:
                 _fsync_dir(directory)
 
     def shutdown(self) -> None:
+        """Close every log, write the checkpoints and mark each dir cleanly shut down
+        (its next start skips recovery). A failed dir gets nothing written and no
+        marker (Kafka's LogManager.shutdown covers the live dirs only): its logs are
+        recovered at the next start. A log whose closing fsync fails takes its dir
+        offline the same way, and the other logs are still closed."""
         for partition in self.partitions.values():
-            partition.close()
+            if partition.offline:
+                continue
+            try:
+                partition.close()
+            except StorageError as exc:
+                self.failures.fail(partition.directory.parent,
+                                   f"closing {partition.topic}-{partition.index}", exc)
         self.write_checkpoints()
         for directory in self.dirs:
-            (directory / CLEAN_SHUTDOWN_FILE).touch()
+            if not self.failures.is_offline(directory):
+                (directory / CLEAN_SHUTDOWN_FILE).touch()
         self.partitions.clear()
         self._dir_load.clear()
 

@@ -203,7 +203,9 @@ class ReplicaFetcher:
     async def _fetch_once(self, connection: BrokerConnection) -> bool:
         """One Fetch for every truncated partition; False when nothing could be
         fetched (all errored), so the caller backs off."""
-        ready = {k: s for k, s in self.states.items() if s.truncated}
+        # a partition on a failed log dir is not written to again (take_offline drops it)
+        ready = {k: s for k, s in self.states.items()
+                 if s.truncated and not s.partition.log.offline}
         if self.quota is not None and ready and self.quota.exceeded():
             ready = {k: s for k, s in ready.items() if not self._throttled(s)}
         if not ready:
@@ -244,7 +246,12 @@ class ReplicaFetcher:
             state = self.states.get(key)
             if state is None or state is not ready.get(key):
                 continue  # removed or replaced while the fetch was out
-            if await self._apply(connection, state, answer):
+            try:
+                applied = await self._apply(connection, state, answer)
+            except _core.StorageError as exc:
+                self._mark_failed(key, exc)
+                continue
+            if applied:
                 progressed = True
             else:
                 failed = True
@@ -253,6 +260,17 @@ class ReplicaFetcher:
             if self.quota is not None and answer.records_bytes and self._throttled(state):
                 self.quota.record(answer.records_bytes)
         return progressed or not failed
+
+    def _mark_failed(self, key: tuple[str, int], exc: Exception) -> None:
+        """The partition's log could not take what was fetched (Kafka's
+        markPartitionFailed): it is no longer fetched, so it leaves the ISR by the
+        leader's rule, until its next leader change. A failed fsync has taken its log
+        dir offline too (the controller then moves it away)."""
+        self.states.pop(key, None)
+        self.session.sent.pop(key, None)
+        log.error("%s-%d: appending what broker %d sent failed (%s); no longer fetched "
+                  "until its next leader change. Check the disk of its log dir (dmesg), "
+                  "then restart this broker", key[0], key[1], self.leader_id, exc)
 
     def _throttled(self, state: FetchState) -> bool:
         """An out-of-sync replica the topic names in follower.replication.throttled.replicas."""

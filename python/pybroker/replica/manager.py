@@ -78,6 +78,8 @@ class ReplicaManager:
         self.known_partition: Callable[[str, int], bool] = _unknown
         #: partitions not assigned here whose dirs were looked for (stray logs)
         self._stray_checked: set[tuple[str, int]] = set()
+        #: partitions on failed log dirs already stopped (take_offline)
+        self._stopped_offline: set[tuple[str, int]] = set()
         #: leader.replication.throttled.rate over the throttled replicas' traffic
         self.leader_quota = ReplicationQuota(
             lambda: logs.config["leader.replication.throttled.rate"])
@@ -204,6 +206,8 @@ class ReplicaManager:
             partition = self.partitions.get((record.name, index))
             if partition is None:
                 wanted[index] = state.leader_epoch if state.leader == me else None
+            elif partition.log.offline:
+                continue
             elif (state.leader == me and not partition.is_leader
                   and state.leader_epoch >= partition.leader_epoch
                   and partition.log.log.latest_epoch != state.leader_epoch):
@@ -255,6 +259,10 @@ class ReplicaManager:
                     log.info("ignoring stale state of %s-%d at leader epoch %d (have %d)",
                              record.name, index, state.leader_epoch, partition.leader_epoch)
                     continue
+                if partition.log.offline:
+                    # its dir failed: neither led nor followed here until a restart (the
+                    # controller moves it away once told, take_offline)
+                    continue
             was_leader = partition.is_leader
             if state.leader == self.broker_id:
                 self.fetchers.unfollow(key)
@@ -304,6 +312,26 @@ class ReplicaManager:
     def _leadership(self, topic: str, index: int, leads: bool) -> None:
         for listener in self.leadership_listeners:
             listener(topic, index, leads)
+
+    def take_offline(self) -> list[tuple[str, int]]:
+        """Stop leading and following the partitions whose log dir failed (Kafka's
+        handleLogDirFailure): their fetchers stop at once, so a follower's failed copy
+        never counts towards an ISR again, and a leader's waiters re-check and fail. They
+        stay hosted, answering KAFKA_STORAGE_ERROR. Returns every partition on a failed
+        dir (the controller is to be told of them all)."""
+        offline: list[tuple[str, int]] = []
+        for key, partition in self.partitions.items():
+            if not partition.log.offline:
+                continue
+            offline.append(key)
+            if key in self._stopped_offline:
+                continue
+            self._stopped_offline.add(key)
+            self.fetchers.unfollow(key)
+            if partition.is_leader:
+                self._leadership(key[0], key[1], False)
+            partition.detach()
+        return offline
 
     def fence(self) -> None:
         """Lead nothing until told again (the coordination session was lost: another
