@@ -199,3 +199,29 @@ def test_the_reader_stays_registered_while_read_and_goes_when_nobody_reads() -> 
             assert not loop.remove_reader(fd)
             tg.cancel_scope.cancel()
     anyio.run(main)
+
+
+def test_a_request_past_its_timeout_is_unreachable_and_the_next_one_starts_afresh() -> None:
+    answered = 0
+
+    async def serve(stream: anyio.abc.SocketStream) -> None:
+        nonlocal answered
+        buffered = bytearray()
+        cid = await read_request(stream, buffered)
+        if answered == 0:
+            answered += 1
+            await anyio.sleep(30)  # never answers this one
+            return
+        await stream.send(response(cid, b"second"))
+
+    async def client(connection: BrokerConnection) -> None:
+        started = anyio.current_time()
+        with pytest.raises(BrokerUnreachable, match="TimeoutError"):
+            await connection.request_frame(API_VERSIONS, 0, {}, timeout_s=0.3)
+        assert anyio.current_time() - started < 10
+        assert connection._stream is None  # closed: a late answer is never read
+        with anyio.fail_after(10):
+            frame = await connection.request_frame(API_VERSIONS, 0, {})
+        assert bytes(frame[4:]) == b"second"
+
+    run_against(serve, client)

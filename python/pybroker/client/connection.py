@@ -14,7 +14,12 @@ copy."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import struct
+import sys
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
@@ -30,6 +35,19 @@ RESPONSE_BYTES_MAX = 256 << 20
 #: the receive buffer's first size; a larger frame replaces it with one twice as big
 FRAME_BUFFER_BYTES_INITIAL = 1 << 20
 INT32 = struct.Struct(">i")
+
+
+if sys.version_info >= (3, 11):
+    def deadline(seconds: float) -> AbstractAsyncContextManager[object]:
+        """TimeoutError after `seconds`. asyncio's own timeout (one loop timer) costs a
+        fraction of anyio.fail_after's cancel scope, which was a tenth of a follower's
+        Python: a fetcher makes a request per fetch (issue 26)."""
+        return asyncio.timeout(seconds)
+else:
+    @contextlib.asynccontextmanager
+    async def deadline(seconds: float) -> AsyncIterator[None]:
+        with anyio.fail_after(seconds):
+            yield
 
 
 class BrokerUnreachable(Exception):
@@ -66,7 +84,7 @@ class BrokerConnection:
     async def _call(self, exchange: Any, api_key: int, api_version: int,
                     body: dict[str, Any], timeout_s: float | None) -> Any:
         try:
-            with anyio.fail_after(timeout_s if timeout_s is not None else self.timeout_s):
+            async with deadline(timeout_s if timeout_s is not None else self.timeout_s):
                 if self._stream is None:
                     await self._connect()
                 return await exchange(api_key, api_version, body)
