@@ -69,11 +69,6 @@ MSG_MORE = getattr(socket, "MSG_MORE", 0)
 _WATCH_OFF, _WATCH_ON, _WATCH_SUSPENDED = 0, 1, 2
 
 
-def _wake(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
 class ConnectionClosed(Exception):
     pass
 
@@ -88,6 +83,7 @@ class Connection:
         "last_active", "handling_since", "close_reason", "_buf", "_start", "_end", "_big",
         "_reserved", "_out", "_out_count", "_watch", "_loop", "session", "zero_copy",
         "_reader_loop", "_read_waiter", "deferred", "_flushing", "_writer_loop",
+        "_write_waiter",
     )
 
     def __init__(self, sock: socket.socket | TlsSocket, max_request_bytes: int, *,
@@ -132,6 +128,7 @@ class Connection:
         self._read_waiter: asyncio.Future[None] | None = None
         # the loop a write's wait registered its callback with (see _wait_writable)
         self._writer_loop: asyncio.AbstractEventLoop | None = None
+        self._write_waiter: asyncio.Future[None] | None = None
         #: the listener and principal (pybroker.security.session); None: PLAINTEXT
         self.session: Session | None = None
         #: file slices go by sendfile; off on TLS, where bytes must pass through OpenSSL
@@ -409,6 +406,12 @@ class Connection:
             self._flushing = False
 
     async def _send_queued(self) -> None:
+        try:
+            await self._send_parts()
+        finally:
+            self._stop_writing()
+
+    async def _send_parts(self) -> None:
         out, self._out, self._out_count = self._out, [], 0
         iov: list[memoryview] = []
         for part in out:
@@ -486,20 +489,30 @@ class Connection:
     async def _wait_writable(self) -> None:
         """The socket's send buffer is full: wait until it takes more bytes.
 
-        A future woken by the loop's writer callback, registered for this wait only (a
-        writable socket would call back on every turn of the loop). A large response
-        (a follower's fetch of a megabyte) waits this way several times: through
-        anyio.wait_writable (its backend lookup, run var and Event) the waits were a
-        third of a leader's Python per follower fetch (issue 26)."""
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        loop.add_writer(self.fd, _wake, waiter)
-        self._writer_loop = loop
+        A future woken by the loop's writer callback. A large response (a follower's
+        fetch of a megabyte) waits this way several times: the callback stays registered
+        until the queued responses are sent (_send_queued drops it), so a wait costs
+        no epoll_ctl of its own. Through anyio.wait_writable (its backend lookup, run var
+        and Event, a callback registered and dropped per wait) the waits were a third of
+        a leader's Python per follower fetch (issue 26)."""
+        loop = self._writer_loop
+        if loop is None:
+            loop = asyncio.get_running_loop()
+            loop.add_writer(self.fd, self._on_writable)
+            self._writer_loop = loop
+        waiter = self._write_waiter = loop.create_future()
         try:
             await waiter
         finally:
-            self._stop_writing()
+            self._write_waiter = None
         self.last_active = time.monotonic()
+
+    def _on_writable(self) -> None:
+        # nobody waiting: the sender is about to run (woken already) or done, when it
+        # drops the callback; a writable socket calls back at most until then
+        waiter = self._write_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def _stop_writing(self) -> None:
         loop, self._writer_loop = self._writer_loop, None
