@@ -609,6 +609,11 @@ def _conf(port: int, user: str) -> dict[str, object]:
 ACL_TYPES = {T: ResourceType.TOPIC, G: ResourceType.GROUP, X: ResourceType.TRANSACTIONAL_ID}
 
 
+AUTO_CREATE = "mauto-"
+#: bob may create these (a narrower prefix of AUTO_CREATE, which he may only describe)
+AUTO_CREATE_BOB = f"{AUTO_CREATE}bobmay-"
+
+
 def _bindings() -> list[AclBinding]:
     out: list[AclBinding] = []
 
@@ -635,6 +640,7 @@ def _bindings() -> list[AclBinding]:
     allow("bob", T, AUTO_CREATE, "DESCRIBE", prefixed=True)
     allow("alice", T, AUTO_CREATE, "CREATE", prefixed=True)
     allow("alice", T, AUTO_CREATE, "DESCRIBE", prefixed=True)
+    allow("bob", T, AUTO_CREATE_BOB, "CREATE", prefixed=True)
     return out
 
 
@@ -923,7 +929,6 @@ def test_real_clients_read_only_with_read(env: Env, client: str) -> None:
     assert (value, error) == (CLIENT_RECORD, None)
 
 
-AUTO_CREATE = "mauto-"
 
 
 @pytest.mark.parametrize("version", _versions(3, None))
@@ -937,5 +942,18 @@ def test_metadata_creates_topics_only_with_create(env: Env, version: int) -> Non
                                                "allow_auto_topic_creation": True})
         (answer,) = reply["topics"]
         if not created:
-            assert answer["error_code"] in (3, TOPIC_DENIED) and not answer["partitions"], reply
+            assert answer["error_code"] == TOPIC_DENIED and not answer["partitions"], reply
         assert _exists(env, topic) == created, f"{user} v{version}: {reply}"
+
+
+def test_metadata_creates_the_topics_it_may_and_refuses_the_others(env: Env) -> None:
+    """CREATE is judged per topic (Kafka's unauthorizedForCreateTopics): of two unknown
+    topics bob may describe, the one he may create is created and the other answers
+    TOPIC_AUTHORIZATION_FAILED, in the same request."""
+    may, may_not = f"{AUTO_CREATE_BOB}mixed", f"{AUTO_CREATE}bobnot-mixed"
+    reply = env.request("bob", 3, 12, {"topics": [{"name": may}, {"name": may_not}],
+                                       "allow_auto_topic_creation": True})
+    answers = {t["name"]: t for t in reply["topics"]}
+    assert answers[may_not]["error_code"] == TOPIC_DENIED, reply
+    assert answers[may]["error_code"] in (0, 5), reply  # 5: created, no leader yet
+    assert _exists(env, may) and not _exists(env, may_not), reply

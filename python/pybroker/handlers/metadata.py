@@ -17,6 +17,7 @@ from pybroker.protocol.frame import response_element_encoder
 from pybroker.protocol.types import ZERO_UUID
 from pybroker.security.acls import CLUSTER_NAME, ResourceType
 from pybroker.security.authorizer import authorizer_for
+from pybroker.security.checks import CREATE_DENIED
 from pybroker.security.operations import NOT_REQUESTED, authorized_operations
 from pybroker.security.session import listener_of
 
@@ -44,8 +45,9 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any
     elif wants_all:
         topics = [topic_metadata(metadata, r) for r in list(metadata.topics.values())]
     else:
-        topics = [await lookup(ctx, t["name"], may_create) if t["name"] is not None
-                  else lookup_id(ctx, t["topic_id"]) for t in requested]
+        topics = [await lookup(ctx, t["name"], may_create, t.get(CREATE_DENIED, False))
+                  if t["name"] is not None else lookup_id(ctx, t["topic_id"])
+                  for t in requested]
     authorizer = authorizer_for(ctx.config, ctx.admin.backend)
     if request.version >= 8 and body["include_topic_authorized_operations"]:
         for topic in topics:
@@ -68,9 +70,15 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any
     }
 
 
-async def lookup(ctx: BrokerContext, name: str, may_create: bool) -> dict[str, Any]:
+async def lookup(ctx: BrokerContext, name: str, may_create: bool,
+                 create_denied: bool = False) -> dict[str, Any]:
+    """The topic's metadata; an unknown topic is auto-created when the request and
+    auto.create.topics.enable allow, unless the principal may not create it
+    (`create_denied`): then TOPIC_AUTHORIZATION_FAILED, as Kafka answers."""
     record = ctx.metadata.topic(name)
     if record is None:
+        if may_create and create_denied and ctx.config["auto.create.topics.enable"]:
+            return topic_error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         try:
             validate_topic_name(name)
             if may_create:

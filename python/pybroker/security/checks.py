@@ -31,6 +31,9 @@ TOPIC, GROUP, CLUSTER, TXN = (ResourceType.TOPIC, ResourceType.GROUP, ResourceTy
                               ResourceType.TRANSACTIONAL_ID)
 Op = Operation
 TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+#: marks a topic of a Metadata request that the principal may not create: when it does
+#: not exist and would be auto-created, the handler answers TOPIC_AUTHORIZATION_FAILED
+CREATE_DENIED = "create_denied"
 GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 CLUSTER_DENIED = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 TXN_DENIED = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
@@ -212,10 +215,12 @@ def _metadata(allowed: Allowed, version: int, body: Body) -> Decision | None:
             keep.append(t)
         else:
             extra.append(_metadata_error(None, t["topic_id"], TOPIC_DENIED))
-    # every version may create topics (v0-3 always ask to): only with CREATE
+    # every version may create topics (v0-3 always ask to): only with CREATE, judged per
+    # topic (Kafka's unauthorizedForCreateTopics): the handler creates the others
     if body["allow_auto_topic_creation"] and not allowed(Op.CREATE, CLUSTER, CLUSTER_NAME):
-        body["allow_auto_topic_creation"] = all(allowed(Op.CREATE, TOPIC, t["name"])
-                                                for t in keep if t["name"] is not None)
+        for t in keep:
+            if t["name"] is not None and not allowed(Op.CREATE, TOPIC, t["name"]):
+                t[CREATE_DENIED] = True
     if not extra:
         return None
     body["topics"] = keep
