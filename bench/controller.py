@@ -37,7 +37,10 @@ also:
    by the replicas it hosts.
 9. **Kill -9 of a leader** that is not the controller (after the restart of 6; not with
    ``--skip-restart``): time until no state names it, then its restart until it is back
-   in every ISR.
+   in every ISR. Both restarts (6's, after a clean stop, and this one) are timed from
+   the new process's start: its first log line (imports), its listeners up (its log),
+   ApiVersions answered, its "loaded N logs" lines, and every state with it back in the
+   ISR (polled); ``--profile-restart DIR`` records each with py-spy.
 10. **Event-loop stalls on every broker**, per phase (creating, controlled shutdown,
    restart, kill -9 of a leader and its restart, kill -9 of the controller): a loop-lag
    probe (bench/latency.py) on each live broker, p99 / max / probes over 50 ms, and the
@@ -69,6 +72,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -438,6 +442,69 @@ def run_cluster(args: argparse.Namespace) -> dict[str, Any]:
                     shutil.copy(broker.log_path, Path(args.keep_logs) / f"broker{broker_id}.log")
 
 
+def measure_restart(cluster: Any, target: int, kind: str, states: Any,
+                    args: argparse.Namespace, on_serving: Any = None) -> dict[str, Any]:
+    """Start broker `target` again (stopped cleanly, or killed: `kind`) on its data dir,
+    and time, from the new process's start: its first log line (the imports), the
+    listeners up (its log), ApiVersions answered, the logs it opened (its "loaded N
+    logs" lines), and every partition state with it back in the ISR (polled)."""
+    broker = cluster.brokers[target]
+    print(f"cluster: restart of broker {target} after a {kind} stop", file=sys.stderr,
+          flush=True)
+    old_pid = broker.proc.pid if broker.proc is not None else None
+    profiler: list[subprocess.Popen[bytes]] = []
+    if args.profile_restart:
+        out = Path(args.profile_restart) / f"restart-{kind}-{int(time.time())}.txt"
+        out.parent.mkdir(parents=True, exist_ok=True)
+
+        def attach() -> None:  # py-spy on the new process as soon as it exists
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                proc = broker.proc
+                if proc is not None and proc.pid != old_pid:
+                    profiler.append(subprocess.Popen(
+                        ["py-spy", "record", "--pid", str(proc.pid), "--idle", "--threads",
+                         "--format", "raw", "--rate", "50", "-o", str(out)],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                    return
+                time.sleep(0.005)
+
+        threading.Thread(target=attach, daemon=True).start()
+    t_start = time.time()
+    broker.start(ready_timeout=args.timeout * 3)
+    t_serving = time.time()
+    if on_serving is not None:
+        on_serving()
+    try:
+        t_isr: float | None = poll_until(
+            lambda: all(len(s["isr"]) == args.replication_factor for s in states().values()),
+            args.timeout * 3, f"broker {target} back in every ISR")
+    except RuntimeError as exc:
+        print(f"cluster: {exc}; going on", file=sys.stderr, flush=True)
+        t_isr = None
+    # the "loaded" lines are logged once a burst has been quiet for a moment
+    time.sleep(1.0)
+    for spy in profiler:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(60)
+    lines = log_lines_since(broker.log_path, t_start, r".")
+    listening = [when for when, line in lines if "listening on" in line]
+    loaded = [(when, line) for when, line in lines if re.search(r"loaded \d+ logs", line)]
+
+    def since(when: float | None) -> float | None:
+        return round(when - t_start, 2) if when is not None else None
+
+    return {
+        "broker": target, "kind": kind,
+        "first_log_line_s": since(lines[0][0] if lines else None),
+        "listening_s": since(listening[0] if listening else None),
+        "serving_s": round(t_serving - t_start, 2),
+        "logs_loaded": [f"+{since(when)} s: {line.split('] ', 1)[-1][:150]}"
+                        for when, line in loaded],
+        "in_every_isr_s": since(t_isr),
+    }
+
+
 def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     connect = cluster.zookeeper.address + cluster.chroot
     pids = {b: broker.proc.pid for b, broker in cluster.brokers.items()}
@@ -506,22 +573,15 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     result["leader_kill"] = None
     if not args.skip_restart:
         watch.phase("restart")
-        t_start = time.time()
-        cluster.restart(target)  # returns once it answers requests
-        t_serving = time.time()
-        watch.probe(target)
-        try:
-            t_isr = poll_until(lambda: all(len(s["isr"]) == args.replication_factor
-                                           for s in states().values()),
-                               args.timeout * 3, f"broker {target} back in every ISR")
-        except RuntimeError as exc:
-            print(f"cluster: {exc}; going on", file=sys.stderr, flush=True)
-            t_isr = None
-        result["restart"] = {"broker": target, "serving_s": round(t_serving - t_start, 2),
-                             "in_every_isr_s": round(t_isr - t_start, 2) if t_isr else None}
+        result["restart"] = measure_restart(cluster, target, "clean", states, args,
+                                            lambda: watch.probe(target))
         watch.phase(None)
         result["leader_kill"] = kill_a_leader(cluster, watch, states, args)
 
+    result["controller_failover"] = None
+    if args.skip_controller_kill:
+        result["event_loop"] = watch.stop()
+        return result
     # kill -9 of the controller
     controller = cluster.controller()
     led = sum(s["leader"] == controller for s in states().values())
@@ -585,20 +645,20 @@ def kill_a_leader(cluster: Any, watch: LoopWatch, states: Any, args: argparse.Na
         print(f"cluster: {exc}; going on", file=sys.stderr, flush=True)
         t_done = None
     watch.phase("restart after the kill -9")
-    t_start = time.time()
-    cluster.restart(target)
-    watch.probe(target)
-    try:
-        t_isr: float | None = poll_until(
-            lambda: all(len(s["isr"]) == args.replication_factor for s in states().values()),
-            args.timeout * 3, f"broker {target} back in every ISR")
-    except RuntimeError as exc:
-        print(f"cluster: {exc}; going on", file=sys.stderr, flush=True)
-        t_isr = None
+    restart = measure_restart(cluster, target, "kill", states, args,
+                              lambda: watch.probe(target))
     watch.phase(None)
     return {"broker": target, "leaderships": counts.get(target, 0),
             "out_of_every_state_s": round(t_done - t_kill, 2) if t_done else None,
-            "back_in_every_isr_s": round(t_isr - t_start, 2) if t_isr else None}
+            "back_in_every_isr_s": restart["in_every_isr_s"], "restart": restart}
+
+
+def report_restart(b: dict[str, Any]) -> None:
+    print(f"  restart of broker {b['broker']} after a {b['kind']} stop: first log line "
+          f"{b['first_log_line_s']} s, listening {b['listening_s']} s, serving "
+          f"{b['serving_s']:.2f} s, in every ISR {b['in_every_isr_s']} s")
+    for line in b["logs_loaded"]:
+        print(f"    {line}")
 
 
 def report_cluster(r: dict[str, Any]) -> None:
@@ -613,20 +673,21 @@ def report_cluster(r: dict[str, Any]) -> None:
           f"process exited after {c['exited_s']:.2f} s")
     for line in c["failed_attempts_and_unclean"]:
         print(f"    {line}")
-    b = r["restart"]
-    if b is not None:
-        print(f"  restart of broker {b['broker']}: serving after {b['serving_s']:.2f} s, in "
-              f"every ISR after {b['in_every_isr_s']} s")
+    if r["restart"] is not None:
+        report_restart(r["restart"])
     k = r.get("leader_kill")
     if k is not None:
         print(f"  kill -9 of leader {k['broker']} ({k['leaderships']} leaderships): out of "
               f"every state after {k['out_of_every_state_s']} s (polled); restarted, back in "
               f"every ISR after {k['back_in_every_isr_s']} s")
+        report_restart(k["restart"])
     f = r["controller_failover"]
-    print(f"  kill -9 of controller {f['killed']} ({f['leaderships']} leaderships): broker "
-          f"{f['new']} controller after {f['new_controller_s']:.2f} s (its log: elected "
-          f"{f['elected_at_s']} s), first full reconcile {f['first_full_reconcile_s']} s, "
-          f"every state without {f['killed']} after {f['elections_done_s']:.2f} s (polled)")
+    if f is not None:
+        print(f"  kill -9 of controller {f['killed']} ({f['leaderships']} leaderships): "
+              f"broker {f['new']} controller after {f['new_controller_s']:.2f} s (its log: "
+              f"elected {f['elected_at_s']} s), first full reconcile "
+              f"{f['first_full_reconcile_s']} s, every state without {f['killed']} after "
+              f"{f['elections_done_s']:.2f} s (polled)")
     report_stalls(r["event_loop"])
 
 
@@ -668,6 +729,11 @@ def main() -> None:
     parser.add_argument("--peer", help="HOST:PORT of a running broker to compare with")
     parser.add_argument("--peer-pid", type=int, help="the peer's pid, for its RSS")
     parser.add_argument("--keep", action="store_true", help="leave the peer's topics")
+    parser.add_argument("--skip-controller-kill", action="store_true",
+                        help="--cluster: no kill -9 of the controller at the end")
+    parser.add_argument("--profile-restart", metavar="DIR",
+                        help="--cluster: py-spy record (raw stacks, idle included) of each "
+                             "restarted broker until it is in every ISR, into DIR")
     parser.add_argument("--skip-pybroker", action="store_true")
     parser.add_argument("--pybroker-cmd", help="command that starts pybroker, before 'serve'")
     parser.add_argument("--json", help="write the figures here too")

@@ -101,7 +101,7 @@ class Broker:
             cmd += ["--override", f"{key}={value}"]
         return cmd
 
-    def start(self) -> Broker:
+    def start(self, ready_timeout: float = START_TIMEOUT_S) -> Broker:
         if self.external:
             return self
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
@@ -118,7 +118,7 @@ class Broker:
         )
         if self not in _LIVE_BROKERS:
             _LIVE_BROKERS.append(self)
-        self.wait_ready()
+        self.wait_ready(ready_timeout)
         return self
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:

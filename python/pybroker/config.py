@@ -232,8 +232,9 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _k("num.network.threads", T.INT, 3, "Kafka's network threads (no effect here).", minimum=1),
     _k("num.replica.fetchers", T.INT, 1, "Kafka's replica fetcher threads per source broker "
        "(no effect here).", minimum=1),
-    _k("num.recovery.threads.per.data.dir", T.INT, 2, "Kafka's log recovery threads per data "
-       "dir (no effect here).", minimum=1),
+    _k("num.recovery.threads.per.data.dir", T.INT, 2, "Logs opened (and recovered after an "
+       "unclean shutdown) at a time per data dir, when a batch of them is opened.",
+       minimum=1),
     _k("background.threads", T.INT, 10, "Kafka's background task threads (no effect here).",
        minimum=1),
     _k("log.cleaner.threads", T.INT, 1, "Kafka's log cleaner threads (no effect here).",
@@ -387,13 +388,15 @@ DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset({
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
     # the connection limits, re-read when they change
     "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+    # read at each batch of log opens
+    "num.recovery.threads.per.data.dir",
     # keys of Kafka's DynamicBrokerConfig that tune nothing pybroker has (Kerberos, the
     # Java thread pools): accepted as Kafka accepts them, stored and shown
     "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
     "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
     "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
     "num.io.threads", "num.network.threads", "num.replica.fetchers",
-    "num.recovery.threads.per.data.dir", "background.threads", "log.cleaner.threads",
+    "background.threads", "log.cleaner.threads",
 })
 #: Kafka's entity name of the cluster-wide default (/config/brokers/<default>)
 BROKER_DEFAULT_ENTITY = "<default>"

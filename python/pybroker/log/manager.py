@@ -12,6 +12,7 @@ import shutil
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import anyio
@@ -245,14 +246,23 @@ class LogManager:
                 placed[index] = where
                 self._dir_load[where] += 1  # the batch spreads over the dirs as it is placed
 
+        def open_one(index: int) -> tuple[Partition, int, float] | Exception:
+            try:
+                return self._open_files(record, index, placed[index], wanted[index])
+            except Exception as exc:  # noqa: BLE001 - handed to the caller per partition
+                return exc
+
         def open_all() -> dict[int, tuple[Partition, int, float] | Exception]:
-            out: dict[int, tuple[Partition, int, float] | Exception] = {}
-            for index, directory in placed.items():
-                try:
-                    out[index] = self._open_files(record, index, directory, wanted[index])
-                except Exception as exc:  # noqa: BLE001 - handed to the caller per partition
-                    out[index] = exc
-            return out
+            # num.recovery.threads.per.data.dir opens at a time in each dir, as Kafka
+            # loads logs: the Rust open runs without the GIL, so a recovery's scan
+            # and the fsyncs of one log overlap the next log's
+            workers = self.config["num.recovery.threads.per.data.dir"] * len(
+                set(placed.values()))
+            if workers <= 1 or len(placed) <= 1:
+                return {index: open_one(index) for index in placed}
+            with ThreadPoolExecutor(min(workers, len(placed)),
+                                    thread_name_prefix="log-open") as pool:
+                return dict(zip(placed, pool.map(open_one, placed), strict=True))
 
         with anyio.CancelScope(shield=True), self.open_tally.ongoing():
             try:
