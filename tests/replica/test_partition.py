@@ -193,3 +193,51 @@ def test_a_follower_the_controller_took_out_rejoins_only_by_fetching_again(
     assert p.isr_to_expand({1, 2, 3}) is None, "a follower that has not fetched since rejoined"
     p.record_follower_fetch(3, 2)  # alive after all: it fetches, and joins
     assert p.isr_to_expand({1, 2, 3}) == [1, 2, 3]
+
+
+class CountingLog:
+    """A partition's Rust log with its read calls counted (everything else passes)."""
+
+    def __init__(self, log: object) -> None:
+        self._log = log
+        self.reads = 0
+
+    def read(self, *args: object, **kw: object) -> object:
+        self.reads += 1
+        return self._log.read(*args, **kw)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._log, name)
+
+
+@pytest.mark.parametrize("committed_only,read_committed", [
+    (False, False), (True, False), (True, True)])
+def test_nothing_new_is_answered_without_calling_into_the_log(
+        tmp_path: Path, committed_only: bool, read_committed: bool) -> None:
+    """A read at the end of what may be read (a follower at the log end, a consumer at
+    the high watermark or last stable offset) returns no records without the log's
+    read, which releases and retakes the GIL once per partition of a fetch (issue 25);
+    any other read, out of range included, is the log's, as before."""
+    p, _ = leader(tmp_path, [1, 2])
+    p.append_as_leader(batch(3), required_acks=1)
+    p.append_as_leader(batch(2), required_acks=1)
+    p.record_follower_fetch(2, 3)  # high watermark 3, log end 5
+    counting = CountingLog(p.log.log)
+    p.log.log = counting  # type: ignore[assignment]
+    end = 5 if not committed_only else 3
+
+    def read(offset: int) -> object:
+        return p.read(offset, 1 << 20, True, committed_only=committed_only,
+                      read_committed=read_committed)
+
+    assert read(end) is None
+    assert counting.reads == 0
+    records = read(0)
+    assert records is not None and len(records) > 0 and counting.reads == 1
+    if committed_only:  # between the high watermark and the log end: nothing, from the log
+        assert read(4) is None and counting.reads == 2
+    with pytest.raises(Exception, match="(?i)out of range"):
+        read(6)
+    p.log.log.advance_log_start_offset(2)  # type: ignore[attr-defined]
+    with pytest.raises(Exception, match="(?i)out of range"):
+        read(1)

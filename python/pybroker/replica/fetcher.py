@@ -210,11 +210,12 @@ class ReplicaFetcher:
             ready = {k: s for k, s in ready.items() if not self._throttled(s)}
         if not ready:
             return False
+        max_bytes = self.config["replica.fetch.max.bytes"]  # once, not per partition
         wanted = {(topic, index): {
             "partition": index, "current_leader_epoch": state.leader_epoch,
             "fetch_offset": state.fetch_offset,
             "log_start_offset": state.partition.log_start_offset,
-            "partition_max_bytes": self.config["replica.fetch.max.bytes"]}
+            "partition_max_bytes": max_bytes}
             for (topic, index), state in ready.items()}
         wait_ms = self.config["replica.fetch.wait.max.ms"]
         frame = await connection.request_frame(FETCH, FETCH_VERSION, {

@@ -307,7 +307,21 @@ class ReplicaPartition:
              committed_only: bool = True, read_committed: bool = False) -> FileSlice | None:
         """Batches from `offset`: for a consumer only committed ones (below the
         high watermark; with read_committed below the last stable offset), for a
-        follower everything up to the log end."""
+        follower everything up to the log end.
+
+        Nothing new (offset at the end of what may be read: most partitions of a
+        follower's fetch, or of a caught-up consumer's) is answered here, as the log
+        would answer it (no records), without calling into the log: that call releases
+        the GIL and takes it back, and a fetch over thousands of partitions then waits
+        behind any other busy thread once per partition (seconds of event-loop stall
+        on a loaded machine, issue 25). Anything else, an offset out of range
+        included, goes to the log."""
+        log = self.log.log
+        end = log.log_end_offset
+        upper = end if not committed_only else min(
+            end, self.last_stable_offset if read_committed else self.high_watermark)
+        if offset == upper and offset >= log.log_start_offset and not self.log.closed:
+            return None
         if read_committed:
             return self.log.log.read(offset, max_bytes, min_one=min_one,
                                      max_offset=self.last_stable_offset)
