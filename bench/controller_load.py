@@ -13,8 +13,14 @@ process the real Controller (python/pybroker/controller/) is started:
    every topic is done (the states are all read; nothing needs writing): no topic
    pending and no reconcile running.
 2. **Elections.** Broker 3's session is closed (its registration goes, as when a
-   broker dies and its session ends): time until no state names broker 3 as leader or
-   in an ISR (read back with multiReads), i.e. N/3 new leaders and 2N/3 ISR shrinks.
+   broker dies and its session ends): time until the controller noticed, until it has
+   written every change (N/3 new leaders and 2N/3 ISR shrinks: its reconcile is done),
+   and until no state in ZooKeeper names broker 3 as leader or in an ISR (read back
+   with multiReads once the controller is done, polled only if it is not right yet:
+   polling 30,000 states in the controller's process would slow the controller).
+3. **A broker's view.** A separate process (`--watcher`) watches every partition state
+   as a broker does (the backend's watch_partition_states, as metadata/listener.py):
+   time until it has seen every state without broker 3.
 
 Run it against another checkout with PYTHONPATH=<checkout>/python to compare. Every
 wait is bounded.
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,6 +83,43 @@ async def wait_until(check: Any, timeout: float, what: str) -> float:
             return time.monotonic()
         await anyio.sleep(0.02)
     raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
+
+
+async def watcher(connect: str, partitions: int, broker: int, timeout: float) -> None:
+    """The broker's view (run in a process of its own): watch every partition state;
+    print "ready" once all are seen, then "clear <monotonic time>" once none names
+    `broker`, or "timeout"."""
+    backend = ZooKeeperBackend(connect, session_timeout_ms=30000, request_timeout_ms=120000)
+    await backend.start()
+    naming: set[tuple[str, int]] = set()
+    seen: set[tuple[str, int]] = set()
+    done = anyio.Event()
+    ready = [False]
+
+    def changed(topic: str, changes: dict[int, Any]) -> None:
+        for index, state in changes.items():
+            key = (topic, index)
+            seen.add(key)
+            if state is not None and (state.state.leader == broker or broker in state.state.isr):
+                naming.add(key)
+            else:
+                naming.discard(key)
+        if ready[0] and not naming:
+            print(f"clear {time.monotonic()}", flush=True)
+            done.set()
+
+    await backend.watch_partition_states(changed)
+    with anyio.fail_after(timeout):
+        while len(seen) < partitions:
+            await anyio.sleep(0.05)
+    ready[0] = True
+    print("ready", flush=True)
+    try:
+        with anyio.fail_after(timeout):
+            await done.wait()
+    except TimeoutError:
+        print("timeout", flush=True)
+    await backend.close()
 
 
 async def measure(connect: str, partitions: int, timeout: float, tmp: Path) -> dict[str, Any]:
@@ -139,17 +183,40 @@ async def measure(connect: str, partitions: int, timeout: float, tmp: Path) -> d
 
         await backend.settle()
         t_loaded = await wait_until(settled, timeout, "the first pass over every topic")
+        # the broker's view: a process of its own, started once the controller is done
+        view = subprocess.Popen(
+            [sys.executable, __file__, "--watcher", connect, "--partitions",
+             str(len(names) * PER_TOPIC), "--timeout", str(timeout)],
+            stdout=subprocess.PIPE, text=True)
+        assert view.stdout is not None
+        line = await anyio.to_thread.run_sync(view.stdout.readline)
+        if line.strip() != "ready":
+            raise RuntimeError(f"the watching process said {line!r}")
         t_kill = time.monotonic()
         await clients[3].close()  # broker 3's session ends: its registration goes
+
+        async def noticed() -> bool:
+            return 3 not in controller._live
+
+        t_noticed = await wait_until(noticed, timeout, "the controller noticed")
+        t_done = await wait_until(settled, timeout, "the controller's reconcile")
         t_moved = await wait_until(lambda: states_without(backend, names, 3), timeout,
                                    "every state without broker 3")
+        line = await anyio.to_thread.run_sync(view.stdout.readline)
+        view.wait(timeout)
+        if not line.startswith("clear "):
+            raise RuntimeError(f"the watching process said {line!r}")
+        t_seen = float(line.split()[1])
         tg.cancel_scope.cancel()
     for broker in (1, 2):
         await clients[broker].close()
     return {"partitions": len(names) * PER_TOPIC, "states_written_s": round(written_s, 2),
             "elected_s": round(t_elected - t_start, 2),
             "loaded_s": round(t_loaded - t_start, 2),
-            "elections_s": round(t_moved - t_kill, 2)}
+            "noticed_s": round(t_noticed - t_kill, 2),
+            "controller_s": round(t_done - t_noticed, 2),
+            "elections_s": round(t_moved - t_kill, 2),
+            "broker_view_s": round(t_seen - t_kill, 2)}
 
 
 def main() -> None:
@@ -157,7 +224,11 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10000)
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--json", help="write the figures here too")
+    parser.add_argument("--watcher", metavar="CONNECT", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.watcher:
+        asyncio.run(watcher(args.watcher, args.partitions, 3, args.timeout))
+        return
     reason = unavailable_reason()
     if reason:
         sys.exit(f"cannot run ZooKeeper: {reason}")
@@ -170,8 +241,11 @@ def main() -> None:
             zookeeper.stop()
     print(f"controller over {result['partitions']} partitions (RF 3, 3 brokers): elected "
           f"{result['elected_s']} s after start, first pass over every topic done "
-          f"{result['loaded_s']} s after start; broker 3's session closed: every state "
-          f"without it {result['elections_s']} s later")
+          f"{result['loaded_s']} s after start; broker 3's session closed: noticed "
+          f"{result['noticed_s']} s later, the controller's writes done "
+          f"{result['controller_s']} s after noticing, every state without it (read "
+          f"back) {result['elections_s']} s after the close, a watching broker saw every "
+          f"change {result['broker_view_s']} s after the close")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
 

@@ -45,7 +45,7 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
     SessionExpiredError,
 )
-from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.interfaces import IAsyncResult
 
 from pybroker.coordination import znodes as zn
@@ -55,6 +55,7 @@ from pybroker.coordination.errors import (
     CoordinationError,
     CoordinationUnavailable,
 )
+from pybroker.coordination.zkio import PollSelect, ReadBuffer
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +104,11 @@ def split_connect(connect: str) -> tuple[str, str]:
     return hosts, chroot
 
 
-class _BoundedAttempts(SequentialThreadingHandler):
-    """kazoo's threading handler, dropping a connection that has had no answer to its
-    ConnectRequest within `attempt_s` (see the module's docstring): its socket is shut
-    down, kazoo's connection thread sees the connection broken and connects again."""
+class _BoundedAttempts(PollSelect):
+    """kazoo's threading handler (with zkio.py's cheap select), dropping a connection
+    that has had no answer to its ConnectRequest within `attempt_s` (see the module's
+    docstring): its socket is shut down, kazoo's connection thread sees the connection
+    broken and connects again."""
 
     def __init__(self, session_timeout_s: float) -> None:
         super().__init__()
@@ -146,6 +148,7 @@ class AsyncKazoo:
                               "max_delay": RECONNECT_DELAY_MAX_S},
         )
         self._handler.connected = lambda: bool(self.kazoo.connected)
+        ReadBuffer.install(self.kazoo, self._handler)
         self.session_timeout_s = session_timeout_s
         self.request_timeout_s = request_timeout_s
         self._on_state = on_state

@@ -54,6 +54,8 @@ from pybroker.coordination.zkclient import (
     first_error,
     kazoo_errors_translated,
 )
+from pybroker.coordination.zkpersistent import EventTap
+from pybroker.coordination.zkstatewatch import RecursiveStatesWatch
 from pybroker.coordination.zkwatches import (
     ChildrenDataWatch,
     PartitionStatesWatch,
@@ -503,7 +505,7 @@ class TopicOps:
         def decode(path: str, data: bytes | None, stat: ZnodeStat) -> LeaderAndIsr:
             return zn.decode(path, data, LeaderAndIsr)
 
-        watch: list[PartitionStatesWatch] = []
+        watch: list[ZkWatch] = []
         batches = StateBatches(self._dispatcher, callback, lambda: watch[0].cancelled)
 
         def on_state(topic: str, partition: int, state: LeaderAndIsr | None,
@@ -511,7 +513,15 @@ class TopicOps:
             batches.add(topic, partition,
                         None if state is None else VersionedState(state, version))
 
-        watch.append(PartitionStatesWatch(
-            self.zk, self._dispatcher, zn.TOPICS, zn.partitions_path, zn.partition_state_path,
-            decode, on_state, on_refreshed=batches.flush))
+        def standard() -> PartitionStatesWatch:
+            # a watch per state znode, re-armed by re-reading it (ZooKeeper < 3.6)
+            return PartitionStatesWatch(
+                self.zk, self._dispatcher, zn.TOPICS, zn.partitions_path,
+                zn.partition_state_path, decode, on_state, on_refreshed=batches.flush)
+
+        # one persistent recursive watch over every state, changes re-read in multiReads
+        # (zkstatewatch.py); the standard watches if kazoo's internals are not as expected
+        tap = EventTap.for_client(self.zk)
+        watch.append(standard() if tap is None else RecursiveStatesWatch(
+            self.zk, self._dispatcher, tap, decode, on_state, batches.flush, standard))
         return await self._add_watch(watch[0])
