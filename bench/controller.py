@@ -427,7 +427,7 @@ def run_cluster(args: argparse.Namespace) -> dict[str, Any]:
         zookeeper = ZooKeeperServer(Path(tmp) / "zk").start()
         cluster = Cluster(zookeeper, Path(tmp) / "brokers", overrides=overrides)
         try:
-            cluster.start()
+            cluster.start(ready_timeout_s=args.timeout)  # a loaded machine's imports are slow
             return measure_cluster(cluster, args)
         except Exception:
             for broker_id, broker in cluster.brokers.items():

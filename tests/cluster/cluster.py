@@ -35,7 +35,7 @@ from kazoo.exceptions import NoNodeError
 
 from tests.cluster.proxy import Proxy
 from tests.cluster.zookeeper import ZooKeeperServer
-from tests.conftest import Broker, free_port
+from tests.conftest import START_TIMEOUT_S, Broker, free_port
 
 T = TypeVar("T")
 
@@ -145,9 +145,9 @@ class Cluster:
         self._admin: AdminClient | None = None
 
     # --- lifecycle ----------------------------------------------------------------
-    def start(self) -> Cluster:
+    def start(self, ready_timeout_s: float = START_TIMEOUT_S) -> Cluster:
         with ThreadPoolExecutor(len(self.brokers)) as pool:
-            list(pool.map(lambda b: b.start(), self.brokers.values()))
+            list(pool.map(lambda b: b.start(ready_timeout_s), self.brokers.values()))
         self.zk.start(timeout=WAIT_S)  # after the brokers made the chroot
         self.wait_registered(set(self.brokers))
         wait_for(self.controller, what="a controller")
