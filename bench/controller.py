@@ -19,7 +19,7 @@ store) and, with ``--peer HOST:PORT``, for an already running broker (stock Kafk
 4. **Restart** (pybroker only): SIGTERM, start on the same data dir, time from the new
    process's start until a full Metadata answer shows every partition with a leader.
 5. **RSS** of the broker process after the creates (and after the restart); for the peer
-   only with ``--peer-pid``.
+   only with ``--peer-pid``. In cluster mode also each broker's open descriptors.
 
 With ``--cluster`` (pybroker only): a 3-broker cluster on a ZooKeeper of its own
 (Debian's package, as tests/cluster; Kafka's defaults for the session timeout and
@@ -175,6 +175,16 @@ def create_all(bootstrap: str, total: int, per_topic: int, replication: int,
         "loop_lag_ms": {"p99": round(percentile(lag, 99), 2), "max": round(max(lag, default=0), 2),
                         "samples": len(lag)},
     }
+
+
+def open_fds(pid: int | None) -> int | None:
+    """Open descriptors of a process (segment files, sockets, everything)."""
+    if pid is None:
+        return None
+    try:
+        return int(psutil.Process(pid).num_fds())
+    except psutil.Error:
+        return None
 
 
 def rss_mib(pid: int | None) -> float | None:
@@ -522,6 +532,7 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     replicas_per_broker = len(topics) * args.per_topic * args.replication_factor / len(pids)
     rss_after = {b: rss_mib(pid) for b, pid in pids.items()}
     result["rss_mib"] = rss_after
+    result["open_fds"] = {b: open_fds(pid) for b, pid in pids.items()}
     result["rss_kib_per_replica"] = {
         b: round((rss_after[b] - rss_before[b]) * 1024 / replicas_per_broker, 1)
         for b in pids if rss_after[b] is not None and rss_before[b] is not None}
@@ -678,6 +689,7 @@ def report_cluster(r: dict[str, Any]) -> None:
     report("pybroker cluster", r)
     print(f"  RSS per partition replica: {r['rss_kib_per_replica']} KiB "
           f"(RSS {r['rss_mib']} MiB)")
+    print(f"  open descriptors per broker after the creates: {r['open_fds']}")
     print(f"  reading every partition state (multiRead, this script): "
           f"{r['read_all_states_s']:.2f} s")
     c = r["controlled_shutdown"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import socket
 import struct
@@ -83,6 +84,8 @@ class Broker:
     overrides: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     external: bool = False
+    #: soft RLIMIT_NOFILE of the broker process (None: inherited)
+    nofile: int | None = None
     _log_file: object | None = None
 
     @property
@@ -114,12 +117,18 @@ class Broker:
         env.setdefault("PYTHONUNBUFFERED", "1")
         self.proc = subprocess.Popen(
             self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=env,
+            env=env, preexec_fn=self._limit_files if self.nofile is not None else None,
         )
         if self not in _LIVE_BROKERS:
             _LIVE_BROKERS.append(self)
         self.wait_ready(ready_timeout)
         return self
+
+    def _limit_files(self) -> None:
+        """In the child before exec: the soft open-file limit (the hard one stays)."""
+        assert self.nofile is not None
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, hard))
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout

@@ -87,7 +87,10 @@ class CleanStats:
 
 @final
 class FileSlice:
-    """Whole batches of one segment file: [position, position+length)."""
+    """Whole batches of one segment file: [position, position+length). A slice of
+    up to 16 KiB (or any slice once too many are in flight) carries its bytes, read
+    when it was made; a larger one holds the segment file open until dropped, so the
+    open-file budget of the log files may close the segment meanwhile."""
 
     @property
     def length(self) -> int: ...
@@ -96,7 +99,8 @@ class FileSlice:
         """Byte position of the slice in its segment's .log file."""
     def __len__(self) -> int: ...
     def sendfile(self, sock_fd: int, sent: int) -> int:
-        """sendfile(2) bytes [sent, length) of the slice to a non-blocking socket.
+        """sendfile(2) bytes [sent, length) of the slice to a non-blocking socket
+        (send(2) when the slice carries its bytes).
         Returns how many bytes this call wrote (may be fewer than asked);
         raises BlockingIOError if the socket would block before any byte, an
         OSError subclass (ConnectionResetError, BrokenPipeError, TimeoutError,

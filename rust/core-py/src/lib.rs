@@ -252,18 +252,7 @@ impl FileSlice {
         if sent > s.length {
             return Err(PyValueError::new_err("sent is past the end of the slice"));
         }
-        release_with(
-            py,
-            || {
-                pybroker_log::sendfile::sendfile(
-                    sock_fd,
-                    &s.file,
-                    s.position + sent,
-                    s.length - sent,
-                )
-            },
-            sendfile_err,
-        )
+        release_with(py, || s.send(sock_fd, sent), sendfile_err)
     }
 
     /// The slice's bytes, copied.

@@ -633,7 +633,7 @@ impl Log {
                 base: seg.base_offset(),
                 next_base,
                 size: seg.size(),
-                file: seg.file().clone(),
+                file: seg.file()?,
             });
         }
         if let Some(fuo) = self.first_unstable_offset() {
@@ -718,7 +718,13 @@ impl Log {
         std::fs::rename(&txn_swap, self.dir.join(file_name(g.base, "txnindex")))?;
         std::fs::rename(&swap, self.dir.join(file_name(g.base, "log")))?;
         sync_dir(&self.dir)?;
-        let mut seg = Segment::open(&self.dir, g.base, self.config.index_interval_bytes, now_ms)?;
+        let mut seg = Segment::open(
+            &self.dir,
+            g.base,
+            self.config.index_interval_bytes,
+            now_ms,
+            &self.files,
+        )?;
         seg.activate(self.config.segment_index_bytes)?;
         recovery::recover_segment(&mut seg)?;
         seg.deactivate()?;

@@ -23,7 +23,6 @@ use crate::error::Result;
 #[derive(Debug)]
 pub(crate) struct IndexFile {
     path: PathBuf,
-    file: File,
     mmap: Option<MmapMut>,
     entry_size: usize,
     entries: usize,
@@ -31,38 +30,66 @@ pub(crate) struct IndexFile {
     capacity: usize,
 }
 
+fn open_rw(path: &Path) -> Result<File> {
+    Ok(OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?)
+}
+
 impl IndexFile {
     /// Opens (creating) the file and maps it. `entries` is not yet known:
-    /// the caller scans with `raw_entry` and calls `set_entries`.
+    /// the caller scans with `raw_entry` and calls `set_entries`, which
+    /// unmaps an index found empty.
     pub(crate) fn open(path: &Path, entry_size: usize) -> Result<IndexFile> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
+        let file = open_rw(path)?;
         let len = file.metadata()?.len() as usize;
         let mut f = IndexFile {
             path: path.to_path_buf(),
-            file,
             mmap: None,
             entry_size,
             entries: 0,
-            capacity: 0,
+            capacity: len / entry_size,
         };
-        f.remap(len)?;
+        f.map(&file)?;
         f.entries = f.capacity;
         Ok(f)
     }
 
-    fn remap(&mut self, len: usize) -> Result<()> {
+    fn map(&mut self, file: &File) -> Result<()> {
         self.mmap = None;
-        self.capacity = len / self.entry_size;
-        if len > 0 {
-            // SAFETY: the file is owned by this struct and only this process
-            // changes its length (always through `remap`); the mapping is
-            // dropped before every `set_len`.
-            self.mmap = Some(unsafe { MmapMut::map_mut(&self.file)? });
+        if self.capacity > 0 {
+            // SAFETY: only this process changes the file's length (always
+            // through this struct, which drops the mapping before every
+            // `set_len` and maps again after it).
+            self.mmap = Some(unsafe { MmapMut::map_mut(file)? });
+        }
+        Ok(())
+    }
+
+    /// Maps the file if it is not: before the first `push` of an index
+    /// opened empty. Fails (EMFILE, ENOMEM) before anything is written.
+    pub(crate) fn ensure_mapped(&mut self) -> Result<()> {
+        if self.mmap.is_none() && self.capacity > 0 {
+            let file = open_rw(&self.path)?;
+            self.map(&file)?;
+        }
+        Ok(())
+    }
+
+    /// Sets the file's length and maps it again (the entries are kept).
+    fn resize(&mut self, len: u64) -> Result<()> {
+        if let Some(m) = self.mmap.as_ref() {
+            m.flush()?;
+        }
+        self.mmap = None;
+        let file = open_rw(&self.path)?;
+        file.set_len(len)?;
+        self.capacity = len as usize / self.entry_size;
+        if self.entries > 0 {
+            self.map(&file)?;
         }
         Ok(())
     }
@@ -78,19 +105,23 @@ impl IndexFile {
     }
     pub(crate) fn set_entries(&mut self, n: usize) {
         self.entries = n.min(self.capacity);
+        if self.entries == 0 {
+            self.mmap = None;
+        }
     }
 
-    /// Bytes of entry `i` (must be < capacity).
+    /// Bytes of entry `i` (must be < entries, or < capacity while mapped).
     pub(crate) fn raw_entry(&self, i: usize) -> &[u8] {
-        let m = self.mmap.as_ref().expect("entry of an empty index");
+        let m = self.mmap.as_ref().expect("entry of an unmapped index");
         &m[i * self.entry_size..(i + 1) * self.entry_size]
     }
 
-    /// Appends one entry; the caller checks `is_full` first.
+    /// Appends one entry; the caller checks `is_full` first and has called
+    /// `ensure_mapped`.
     pub(crate) fn push(&mut self, bytes: &[u8]) {
         debug_assert_eq!(bytes.len(), self.entry_size);
         let at = self.entries * self.entry_size;
-        let m = self.mmap.as_mut().expect("push into an unallocated index");
+        let m = self.mmap.as_mut().expect("push into an unmapped index");
         m[at..at + self.entry_size].copy_from_slice(bytes);
         self.entries += 1;
     }
@@ -113,9 +144,7 @@ impl IndexFile {
         let es = self.entry_size as u64;
         let len = (max_bytes / es * es).max(self.entries as u64 * es);
         if len as usize != self.capacity * self.entry_size {
-            self.mmap = None;
-            self.file.set_len(len)?;
-            self.remap(len as usize)?;
+            self.resize(len)?;
         }
         Ok(())
     }
@@ -124,23 +153,17 @@ impl IndexFile {
     pub(crate) fn trim(&mut self) -> Result<()> {
         let len = (self.entries * self.entry_size) as u64;
         if self.capacity * self.entry_size != len as usize {
-            if let Some(m) = self.mmap.as_ref() {
-                m.flush()?;
-            }
-            self.mmap = None;
-            self.file.set_len(len)?;
-            let n = self.entries;
-            self.remap(len as usize)?;
-            self.entries = n;
+            self.resize(len)?;
         }
         Ok(())
     }
 
+    /// msync of the mapping (see the module docs); nothing when unmapped,
+    /// which means no entries.
     pub(crate) fn flush(&self) -> Result<()> {
         if let Some(m) = self.mmap.as_ref() {
             m.flush()?;
         }
-        self.file.sync_all()?;
         Ok(())
     }
 

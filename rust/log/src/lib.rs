@@ -9,6 +9,7 @@ pub mod codec;
 pub mod columnar;
 pub mod error;
 pub mod fetch_response;
+pub mod file_cache;
 mod index_file;
 pub mod leader_epoch;
 pub mod log;
@@ -24,4 +25,5 @@ pub mod txn_index;
 pub mod validate;
 
 pub use error::{LogError, Result};
+pub use file_cache::FileCache;
 pub use log::{AppendInfo, FileSlice, Log, LogConfig, OpenState};

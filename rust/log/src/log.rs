@@ -32,6 +32,7 @@ use std::sync::Arc;
 use crate::batch::{self, HEADER_SIZE};
 use crate::codec::{self, RecordIter, DECOMPRESSED_BYTES_MAX};
 use crate::error::{LogError, Result};
+use crate::file_cache::{FileCache, Pin};
 use crate::leader_epoch::LeaderEpochCache;
 use crate::producer_state::{PendingUpdate, ProducerStateManager};
 use crate::recovery;
@@ -93,21 +94,63 @@ pub struct AppendInfo {
     pub duplicate_count: i64,
 }
 
+/// Slices up to this size are read into memory when made rather than
+/// holding the segment's descriptor until sent: the broker sends them with
+/// one pread and a shared sendmsg anyway (`SMALL_SLICE_BYTES` in
+/// `server/connection.py`), and a fetch over thousands of partitions would
+/// otherwise hold thousands of descriptors at once.
+pub const COPY_SLICE_BYTES: u64 = 16384;
+
 /// Whole batches of one segment file: bytes [position, position + length).
 #[derive(Debug, Clone)]
 pub struct FileSlice {
-    pub file: Arc<File>,
     pub position: u64,
     pub length: u64,
+    source: SliceSource,
+}
+
+#[derive(Debug, Clone)]
+enum SliceSource {
+    /// The segment file, held open (and counted as a pin of the file
+    /// budget, see `file_cache.rs`) until the slice is dropped.
+    File { file: Arc<File>, _pin: Pin },
+    /// The bytes themselves: small slices, and any slice once the pins run
+    /// out.
+    Bytes(Arc<[u8]>),
 }
 
 impl FileSlice {
+    /// The file when the slice refers to it (None when its bytes were read).
+    pub fn file(&self) -> Option<&Arc<File>> {
+        match &self.source {
+            SliceSource::File { file: f, .. } => Some(f),
+            SliceSource::Bytes(_) => None,
+        }
+    }
+
     /// Copies the slice's bytes.
     pub fn read(&self) -> Result<Vec<u8>> {
         use std::os::unix::fs::FileExt;
-        let mut buf = vec![0u8; self.length as usize];
-        self.file.read_exact_at(&mut buf, self.position)?;
-        Ok(buf)
+        match &self.source {
+            SliceSource::File { file: f, .. } => {
+                let mut buf = vec![0u8; self.length as usize];
+                f.read_exact_at(&mut buf, self.position)?;
+                Ok(buf)
+            }
+            SliceSource::Bytes(b) => Ok(b.to_vec()),
+        }
+    }
+
+    /// Sends bytes [sent, length) to a non-blocking socket: sendfile(2) from
+    /// the file, send(2) of the bytes. Returns the bytes written.
+    pub fn send(&self, sock_fd: std::os::fd::RawFd, sent: u64) -> Result<u64> {
+        let sent = sent.min(self.length);
+        match &self.source {
+            SliceSource::File { file: f, .. } => {
+                crate::sendfile::sendfile(sock_fd, f, self.position + sent, self.length - sent)
+            }
+            SliceSource::Bytes(b) => crate::sendfile::send_bytes(sock_fd, &b[sent as usize..]),
+        }
     }
 }
 
@@ -126,11 +169,24 @@ pub struct Log {
     pub(crate) producers: ProducerStateManager,
     /// Leader epoch -> start offset (`leader-epoch-checkpoint`); see `replication.rs`.
     pub(crate) epochs: LeaderEpochCache,
+    /// The open-file budget the segment files count against.
+    pub(crate) files: Arc<FileCache>,
 }
 
 impl Log {
     /// Opens (creating if needed) the partition directory; see `recovery.rs`.
+    /// The segment files count against the process-wide open-file budget.
     pub fn open(dir: &Path, config: LogConfig, state: OpenState) -> Result<Log> {
+        Log::open_with_files(dir, config, state, FileCache::global().clone())
+    }
+
+    /// [`Log::open`] with the open-file budget given (tests use small ones).
+    pub fn open_with_files(
+        dir: &Path,
+        config: LogConfig,
+        state: OpenState,
+        files: Arc<FileCache>,
+    ) -> Result<Log> {
         let loaded = recovery::load(
             dir,
             config.index_interval_bytes,
@@ -138,6 +194,7 @@ impl Log {
             state.recovery_point,
             state.clean_shutdown,
             state.now_ms,
+            &files,
         )?;
         let mut log = Log {
             dir: dir.to_path_buf(),
@@ -150,6 +207,7 @@ impl Log {
             closed_stats: (0, 0),
             producers: ProducerStateManager::new(dir),
             epochs: LeaderEpochCache::new(dir),
+            files,
         };
         if log.segments.is_empty() || log.log_end_offset < log.log_start_offset {
             for s in std::mem::take(&mut log.segments).into_values() {
@@ -229,6 +287,7 @@ impl Log {
             base_offset,
             self.config.index_interval_bytes,
             now_ms,
+            &self.files,
         )?;
         s.activate(self.config.segment_index_bytes)?;
         self.segments.insert(base_offset, s);
@@ -442,6 +501,7 @@ impl Log {
             let Some((pos, first)) = seg.find_batch(offset)? else {
                 continue;
             };
+            let file = seg.file()?;
             let mut length = 0u64;
             let mut h = first;
             let mut at = pos;
@@ -455,7 +515,7 @@ impl Log {
                 }
                 length += size;
                 at += size;
-                match seg.header_at(at)? {
+                match seg.header_in(&file, at)? {
                     Some(next) => h = next,
                     None => break,
                 }
@@ -463,10 +523,24 @@ impl Log {
             if length == 0 {
                 return Ok(None);
             }
+            let pin = if length > COPY_SLICE_BYTES {
+                self.files.try_pin()
+            } else {
+                None
+            };
+            let source = match pin {
+                Some(pin) => SliceSource::File { file, _pin: pin },
+                None => {
+                    use std::os::unix::fs::FileExt;
+                    let mut buf = vec![0u8; length as usize];
+                    file.read_exact_at(&mut buf, pos)?;
+                    SliceSource::Bytes(buf.into())
+                }
+            };
             return Ok(Some(FileSlice {
-                file: seg.file().clone(),
                 position: pos,
                 length,
+                source,
             }));
         }
         Ok(None)

@@ -126,6 +126,11 @@ impl OffsetIndex {
     pub fn trim(&mut self) -> Result<()> {
         self.file.trim()
     }
+    /// Maps the file before an entry is added to an index opened empty
+    /// (see `index_file.rs`).
+    pub fn ensure_mapped(&mut self) -> Result<()> {
+        self.file.ensure_mapped()
+    }
     pub fn flush(&self) -> Result<()> {
         self.file.flush()
     }
@@ -141,6 +146,7 @@ mod tests {
         let p = dir.path().join("00000000000000000100.index");
         let mut idx = OffsetIndex::open(&p, 100).unwrap();
         idx.preallocate(8 * 4 + 5).unwrap();
+        idx.ensure_mapped().unwrap();
         assert_eq!(std::fs::metadata(&p).unwrap().len(), 32);
         assert_eq!(idx.lookup(150), (100, 0));
         idx.append(110, 4200);
@@ -175,6 +181,7 @@ mod tests {
         let p = dir.path().join("x.index");
         let mut idx = OffsetIndex::open(&p, 0).unwrap();
         idx.preallocate(800).unwrap();
+        idx.ensure_mapped().unwrap();
         idx.append(3, 5000);
         idx.flush().unwrap();
         drop(idx);

@@ -33,11 +33,13 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use memmap2::Mmap;
 
 use crate::batch;
 use crate::error::{LogError, Result};
+use crate::file_cache::FileCache;
 use crate::segment::{file_name, Segment};
 
 /// What a directory scan found, before segments are opened.
@@ -153,9 +155,11 @@ pub fn recover_segment(seg: &mut Segment) -> Result<bool> {
     let size = seg.size();
     let mut pos = 0u64;
     if size > 0 {
+        seg.prepare_indexes()?;
+        let file = seg.file()?;
         // SAFETY: the mapping is read-only and dropped before the file is
         // truncated below; only this process writes the partition directory.
-        let map = unsafe { Mmap::map(&**seg.file())? };
+        let map = unsafe { Mmap::map(&*file)? };
         while (pos as usize) < map.len() {
             let h = match batch::check_stored_batch(&map[pos as usize..]) {
                 Ok(h) => h,
@@ -245,12 +249,16 @@ pub fn load(
     recovery_point: i64,
     clean_shutdown: bool,
     now_ms: i64,
+    files: &Arc<FileCache>,
 ) -> Result<Loaded> {
     std::fs::create_dir_all(dir)?;
     let listing = list_dir(dir)?;
     let mut segments = BTreeMap::new();
     for &b in &listing.bases {
-        segments.insert(b, Segment::open(dir, b, index_interval_bytes, now_ms)?);
+        segments.insert(
+            b,
+            Segment::open(dir, b, index_interval_bytes, now_ms, files)?,
+        );
     }
     let first_recover = if clean_shutdown {
         i64::MAX

@@ -7,8 +7,8 @@
 //! sets. There is no file header. Every batch's offsets are >= the segment
 //! base offset and its last offset - base offset fits in an i32.
 //!
-//! Append writes all batches of one request with one `writev` (std's
-//! `write_vectored`, looping on short writes): per batch one iovec for the
+//! Append writes all batches of one request with one `pwritev` at the
+//! segment's size (looping on short writes): per batch one iovec for the
 //! 61-byte header (a copy, patched) and one for the producer's record bytes
 //! (not copied). Index entries follow Kafka's `LogSegment.append` (see
 //! `offset_index.rs` / `time_index.rs`) and are written only after the log
@@ -19,15 +19,23 @@
 //! (`recovery.rs`) validates batches, truncates at the first bad byte and
 //! rebuilds both indexes. A failed write is rolled back by truncating the
 //! `.log` to its previous size.
+//!
+//! Descriptors: the `.log` file is a [`CachedFile`] (`file_cache.rs`): it is
+//! open while used and may be closed by the broker-wide open-file budget
+//! between uses, so every operation asks for a handle (reopening it when
+//! needed) and no file cursor is relied on (writes are positional). The index
+//! files keep no descriptor (`index_file.rs`).
 
-use std::fs::{File, OpenOptions};
-use std::io::{IoSlice, Seek, SeekFrom, Write};
+use std::fs::File;
+use std::io::IoSlice;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::batch::{self, BatchHeader, HEADER_SIZE};
 use crate::error::{LogError, Result};
+use crate::file_cache::{CachedFile, FileCache};
 use crate::offset_index::OffsetIndex;
 use crate::time_index::TimeIndex;
 use crate::txn_index::TxnIndex;
@@ -55,7 +63,7 @@ impl PreparedBatch<'_> {
 pub struct Segment {
     base_offset: i64,
     log_path: PathBuf,
-    log: Arc<File>,
+    log: CachedFile,
     size: u64,
     pub(crate) offset_index: OffsetIndex,
     pub(crate) time_index: TimeIndex,
@@ -81,27 +89,22 @@ impl Segment {
         base_offset: i64,
         index_interval_bytes: u64,
         now_ms: i64,
+        files: &Arc<FileCache>,
     ) -> Result<Segment> {
         let log_path = dir.join(file_name(base_offset, "log"));
-        let log = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&log_path)?;
-        let size = log.metadata()?.len();
-        (&log).seek(SeekFrom::Start(size))?;
+        let log = CachedFile::open(files, &log_path)?;
+        let size = log.handle()?.metadata()?.len();
         let offset_index =
             OffsetIndex::open(&dir.join(file_name(base_offset, "index")), base_offset)?;
         let time_index =
             TimeIndex::open(&dir.join(file_name(base_offset, "timeindex")), base_offset)?;
-        let txn_index = TxnIndex::open(&dir.join(file_name(base_offset, "txnindex")))?;
+        let txn_index = TxnIndex::open(&dir.join(file_name(base_offset, "txnindex")), files)?;
         let (max_timestamp, offset_of_max_timestamp) =
             time_index.last_entry().unwrap_or((-1, base_offset));
         Ok(Segment {
             base_offset,
             log_path,
-            log: Arc::new(log),
+            log,
             size,
             offset_index,
             time_index,
@@ -131,8 +134,20 @@ impl Segment {
     pub fn log_path(&self) -> &Path {
         &self.log_path
     }
-    pub fn file(&self) -> &Arc<File> {
-        &self.log
+    /// A handle to the `.log` file (reopened if the budget closed it); it
+    /// stays valid while held, whatever the budget does meanwhile.
+    pub fn file(&self) -> Result<Arc<File>> {
+        self.log.handle()
+    }
+    /// Whether the `.log` file's descriptor is open now.
+    pub fn is_file_open(&self) -> bool {
+        self.log.is_open()
+    }
+    /// Maps the indexes opened empty, before entries are added: fails
+    /// (EMFILE, ENOMEM) before anything is written.
+    pub(crate) fn prepare_indexes(&mut self) -> Result<()> {
+        self.offset_index.ensure_mapped()?;
+        self.time_index.ensure_mapped()
     }
     pub fn is_index_full(&self) -> bool {
         self.offset_index.is_full() || self.time_index.is_full()
@@ -159,6 +174,8 @@ impl Segment {
 
     /// Writes the batches (all or none) and updates the indexes.
     pub fn append(&mut self, batches: &[PreparedBatch<'_>]) -> Result<()> {
+        self.prepare_indexes()?;
+        let log = self.log.handle_for_write()?;
         let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(batches.len() * 2);
         let mut total = 0u64;
         for b in batches {
@@ -168,9 +185,8 @@ impl Segment {
             }
             total += (HEADER_SIZE + b.records.len()) as u64;
         }
-        if let Err(e) = write_all_vectored(&self.log, &mut iov) {
-            let _ = self.log.set_len(self.size);
-            let _ = (&*self.log).seek(SeekFrom::Start(self.size));
+        if let Err(e) = write_all_vectored_at(&log, &mut iov, self.size) {
+            let _ = log.set_len(self.size);
             return Err(e.into());
         }
         let mut pos = self.size;
@@ -189,9 +205,18 @@ impl Segment {
         if position >= self.size {
             return Ok(None);
         }
+        let log = self.log.handle()?;
+        self.header_in(&log, position)
+    }
+
+    /// [`Segment::header_at`] with the handle given (loops take it once).
+    pub(crate) fn header_in(&self, log: &File, position: u64) -> Result<Option<BatchHeader>> {
+        if position >= self.size {
+            return Ok(None);
+        }
         let mut buf = [0u8; HEADER_SIZE];
         let n = (self.size - position).min(HEADER_SIZE as u64) as usize;
-        self.log.read_exact_at(&mut buf[..n], position)?;
+        log.read_exact_at(&mut buf[..n], position)?;
         if n < HEADER_SIZE {
             return Err(LogError::Corrupt(format!(
                 "partial batch header at {position}"
@@ -214,7 +239,11 @@ impl Segment {
     pub fn find_batch(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>> {
         let (_, pos) = self.offset_index.lookup(offset);
         let mut pos = pos as u64;
-        while let Some(h) = self.header_at(pos)? {
+        if pos >= self.size {
+            return Ok(None);
+        }
+        let log = self.log.handle()?;
+        while let Some(h) = self.header_in(&log, pos)? {
             if h.last_offset() >= offset {
                 return Ok(Some((pos, h)));
             }
@@ -226,14 +255,13 @@ impl Segment {
     /// Copies `len` bytes at `position` (for record decoding).
     pub fn read_bytes(&self, position: u64, len: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len];
-        self.log.read_exact_at(&mut buf, position)?;
+        self.log.handle()?.read_exact_at(&mut buf, position)?;
         Ok(buf)
     }
 
     /// Truncates the `.log` to `size` bytes and drops index entries past it.
     pub(crate) fn truncate_log(&mut self, size: u64) -> Result<()> {
-        self.log.set_len(size)?;
-        (&*self.log).seek(SeekFrom::Start(size))?;
+        self.log.handle_for_write()?.set_len(size)?;
         self.size = size;
         Ok(())
     }
@@ -248,6 +276,7 @@ impl Segment {
     /// both indexes trimmed to their entries.
     pub fn deactivate(&mut self) -> Result<()> {
         if self.size > 0 {
+            self.time_index.ensure_mapped()?;
             self.time_index
                 .maybe_append(self.max_timestamp, self.offset_of_max_timestamp);
         }
@@ -257,7 +286,7 @@ impl Segment {
 
     /// fsync of the log and its indexes.
     pub fn flush(&self) -> Result<()> {
-        self.log.sync_all()?;
+        self.log.sync()?;
         self.offset_index.flush()?;
         self.time_index.flush()?;
         self.txn_index.flush()
@@ -302,16 +331,38 @@ impl Segment {
     }
 }
 
-/// `write_all` for vectored writes (std's is unstable).
-fn write_all_vectored(file: &File, mut bufs: &mut [IoSlice<'_>]) -> std::io::Result<()> {
-    let mut f = file;
+/// Writes every buffer at `offset` on with pwritev(2) (at most IOV_MAX
+/// buffers a call), looping on short writes and EINTR.
+fn write_all_vectored_at(
+    file: &File,
+    mut bufs: &mut [IoSlice<'_>],
+    mut offset: u64,
+) -> std::io::Result<()> {
+    const IOV_MAX: usize = 1024;
     while !bufs.is_empty() {
-        match f.write_vectored(bufs) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+        let count = bufs.len().min(IOV_MAX);
+        // SAFETY: IoSlice is ABI-compatible with iovec on Unix; the slices
+        // and the descriptor outlive the call.
+        let n = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                bufs.as_ptr().cast::<libc::iovec>(),
+                count as libc::c_int,
+                offset as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
         }
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        offset += n as u64;
+        IoSlice::advance_slices(&mut bufs, n as usize);
     }
     Ok(())
 }
@@ -334,13 +385,13 @@ mod tests {
     #[test]
     fn delete_files_renames_then_removes() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Segment::open(dir.path(), 7, 100, 0).unwrap();
+        let mut s = Segment::open(dir.path(), 7, 100, 0, FileCache::global()).unwrap();
         s.activate(1 << 12).unwrap();
         let mut b = BatchBuilder::new(0, 1000);
         b.push(Record::new(1000, None, Some(b"x")));
         let raw = b.build();
         s.append(&[prepared(&raw, 7)]).unwrap();
-        let file = s.file().clone();
+        let file = s.file().unwrap();
         s.delete_files().unwrap();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         // an open handle still reads the bytes (a fetch in flight finishes)
@@ -361,7 +412,7 @@ mod tests {
     #[test]
     fn append_find_and_index_every_interval() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Segment::open(dir.path(), 0, 100, 0).unwrap();
+        let mut s = Segment::open(dir.path(), 0, 100, 0, FileCache::global()).unwrap();
         s.activate(1 << 20).unwrap();
         let mut raws = Vec::new();
         for i in 0..20 {

@@ -39,6 +39,36 @@ pub fn sendfile(sock_fd: RawFd, file: &File, position: u64, len: u64) -> Result<
     }
 }
 
+/// send(2) of `bytes` to `sock_fd` (a slice whose bytes were read when it
+/// was made): the same contract as [`sendfile`]. MSG_NOSIGNAL: a closed peer
+/// is EPIPE, not a signal.
+pub fn send_bytes(sock_fd: RawFd, bytes: &[u8]) -> Result<u64> {
+    if bytes.is_empty() {
+        return Ok(0);
+    }
+    loop {
+        // SAFETY: `bytes` is valid for reads of its length for the call; an
+        // invalid `sock_fd` only makes the kernel return EBADF/ENOTSOCK.
+        let n = unsafe {
+            libc::send(
+                sock_fd,
+                bytes.as_ptr().cast::<libc::c_void>(),
+                bytes.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if n >= 0 {
+            return Ok(n as u64);
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) => return Err(LogError::WouldBlock),
+            _ => return Err(err.into()),
+        }
+    }
+}
+
 /// True when a sendfile(2) error comes from the socket side: the peer reset
 /// or closed the connection, or the network path to it failed. Such errors
 /// end one connection; they say nothing about the log file.
@@ -76,6 +106,10 @@ mod tests {
         let mut got = [0u8; 5];
         b.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"23456");
+        assert_eq!(send_bytes(a.as_raw_fd(), b"ab").unwrap(), 2);
+        let mut got = [0u8; 2];
+        b.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"ab");
         a.set_nonblocking(true).unwrap();
         let big = vec![7u8; 1 << 20];
         f.write_all(&big).unwrap();
@@ -100,6 +134,10 @@ mod tests {
         let (a, b) = UnixStream::pair().unwrap();
         drop(b);
         match sendfile(a.as_raw_fd(), &f, 0, 10) {
+            Err(LogError::Io(e)) => assert!(is_socket_error(&e), "{e}"),
+            other => panic!("expected EPIPE, got {other:?}"),
+        }
+        match send_bytes(a.as_raw_fd(), b"0123") {
             Err(LogError::Io(e)) => assert!(is_socket_error(&e), "{e}"),
             other => panic!("expected EPIPE, got {other:?}"),
         }

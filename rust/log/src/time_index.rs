@@ -124,6 +124,11 @@ impl TimeIndex {
     pub fn trim(&mut self) -> Result<()> {
         self.file.trim()
     }
+    /// Maps the file before an entry is added to an index opened empty
+    /// (see `index_file.rs`).
+    pub fn ensure_mapped(&mut self) -> Result<()> {
+        self.file.ensure_mapped()
+    }
     pub fn flush(&self) -> Result<()> {
         self.file.flush()
     }
@@ -139,6 +144,7 @@ mod tests {
         let p = dir.path().join("00000000000000000005.timeindex");
         let mut idx = TimeIndex::open(&p, 5).unwrap();
         idx.preallocate(100).unwrap();
+        idx.ensure_mapped().unwrap();
         assert_eq!(std::fs::metadata(&p).unwrap().len(), 96);
         assert_eq!(idx.lookup(10), (-1, 5));
         idx.maybe_append(1000, 7);

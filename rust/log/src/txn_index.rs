@@ -21,7 +21,9 @@
 //! `TxnIndexSearchResult.isComplete`).
 //!
 //! The entries are kept in memory too (a segment has few), so searches do
-//! no I/O. The file is created on the first entry only, as Kafka does.
+//! no I/O. The file is created on the first entry only, as Kafka does; its
+//! descriptor is one of the log files under the open-file budget
+//! (`file_cache.rs`).
 //!
 //! Crash behaviour: an entry is written (not fsynced) after its marker; the
 //! segment's flush fsyncs it. A torn last entry is dropped on open. The log
@@ -29,10 +31,12 @@
 //! snapshot on (recovery, truncation), so a missing or stale tail is
 //! rewritten from the markers themselves.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{LogError, Result};
+use crate::file_cache::{CachedFile, FileCache};
 
 /// Bytes per entry.
 pub const ENTRY_SIZE: usize = 34;
@@ -93,13 +97,13 @@ pub fn decode_all(bytes: &[u8]) -> Vec<AbortedTxn> {
 pub struct TxnIndex {
     path: PathBuf,
     entries: Vec<AbortedTxn>,
-    file: Option<File>,
-    dirty: bool,
+    cache: Arc<FileCache>,
+    file: Option<CachedFile>,
 }
 
 impl TxnIndex {
     /// Reads the file if there is one (it is created on the first append).
-    pub fn open(path: &Path) -> Result<TxnIndex> {
+    pub fn open(path: &Path, cache: &Arc<FileCache>) -> Result<TxnIndex> {
         let entries = match std::fs::read(path) {
             Ok(b) => decode_all(&b),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
@@ -108,8 +112,8 @@ impl TxnIndex {
         let mut idx = TxnIndex {
             path: path.to_path_buf(),
             entries,
+            cache: cache.clone(),
             file: None,
-            dirty: false,
         };
         if path.exists() {
             // a torn or bad tail is cut so appends follow the last good entry
@@ -128,17 +132,12 @@ impl TxnIndex {
         &self.entries
     }
 
-    fn handle(&mut self) -> Result<&mut File> {
+    /// A handle to write with (the file is created on first use).
+    fn handle(&mut self) -> Result<Arc<File>> {
         if self.file.is_none() {
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&self.path)?;
-            self.file = Some(f);
+            self.file = Some(CachedFile::open(&self.cache, &self.path)?);
         }
-        Ok(self.file.as_mut().expect("opened above"))
+        self.file.as_ref().expect("opened above").handle_for_write()
     }
 
     /// Appends an entry; one already present (same producer and marker
@@ -156,7 +155,6 @@ impl TxnIndex {
         use std::os::unix::fs::FileExt;
         f.write_all_at(&txn.encode(), len)?;
         self.entries.push(txn);
-        self.dirty = true;
         Ok(())
     }
 
@@ -172,7 +170,6 @@ impl TxnIndex {
         use std::os::unix::fs::FileExt;
         f.write_all_at(&bytes, 0)?;
         f.set_len(bytes.len() as u64)?;
-        self.dirty = true;
         Ok(())
     }
 
@@ -194,18 +191,17 @@ impl TxnIndex {
 
     /// fsync of the file when this index wrote to it.
     pub fn flush(&self) -> Result<()> {
-        if self.dirty {
-            if let Some(f) = &self.file {
-                f.sync_all()?;
-            }
+        match &self.file {
+            Some(f) => f.sync(),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
     use std::io::Write;
 
     fn txn(pid: i64, first: i64, last: i64, lso: i64) -> AbortedTxn {
@@ -236,7 +232,8 @@ mod tests {
     fn created_lazily_appended_reopened_and_truncated() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("00000000000000000000.txnindex");
-        let mut idx = TxnIndex::open(&path).unwrap();
+        let cache = FileCache::new(16, 4);
+        let mut idx = TxnIndex::open(&path, &cache).unwrap();
         assert!(!path.exists());
         idx.truncate_to(0).unwrap();
         assert!(!path.exists());
@@ -248,7 +245,7 @@ mod tests {
         // a torn tail is cut on open
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(&[0, 0, 1]).unwrap();
-        let mut idx = TxnIndex::open(&path).unwrap();
+        let mut idx = TxnIndex::open(&path, &cache).unwrap();
         assert_eq!(idx.entries().len(), 2);
         assert_eq!(std::fs::read(&path).unwrap().len(), 68);
         assert_eq!(idx.collect(6, 100).0, vec![txn(2, 3, 9, 10)]);
@@ -259,7 +256,7 @@ mod tests {
         assert_eq!(idx.entries(), &[txn(1, 0, 5, 6)]);
         assert_eq!(std::fs::read(&path).unwrap(), txn(1, 0, 5, 6).encode());
         idx.append(txn(3, 7, 8, 9)).unwrap();
-        let idx = TxnIndex::open(&path).unwrap();
+        let idx = TxnIndex::open(&path, &cache).unwrap();
         assert_eq!(idx.entries(), &[txn(1, 0, 5, 6), txn(3, 7, 8, 9)]);
     }
 }
