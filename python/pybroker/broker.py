@@ -165,6 +165,8 @@ class Broker:
         # open logs re-read their topic config: a changed log.* default reaches every
         # partition that does not override it
         broker_configs.listeners.append(lambda changed: logs.reconfigure())
+        broker_configs.listeners.append(
+            lambda changed: fetchers.resize() if "num.replica.fetchers" in changed else None)
         group_configs = GroupConfigs(config, backend)
         groups.consumer.group_config = group_configs.effective
         controller = Controller(broker_id, backend, config,

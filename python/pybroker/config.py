@@ -230,8 +230,9 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
     _k("num.io.threads", T.INT, 8, "Kafka's request handler threads (no effect here).",
        minimum=1),
     _k("num.network.threads", T.INT, 3, "Kafka's network threads (no effect here).", minimum=1),
-    _k("num.replica.fetchers", T.INT, 1, "Kafka's replica fetcher threads per source broker "
-       "(no effect here).", minimum=1),
+    _k("num.replica.fetchers", T.INT, 1, "Fetchers per source broker (Kafka's fetcher "
+       "threads): each has its own connection and one fetch in flight; a partition's is "
+       "fixed by its name.", minimum=1),
     _k("num.recovery.threads.per.data.dir", T.INT, 2, "Logs opened (and recovered after an "
        "unclean shutdown) at a time per data dir, when a batch of them is opened.",
        minimum=1),
@@ -386,6 +387,8 @@ DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset({
     "log.cleaner.io.max.bytes.per.second", "log.cleaner.dedupe.buffer.size",
     # read by the replication throttles through BrokerConfig
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    # the fetchers per leader: followed partitions move to their fetchers at once
+    "num.replica.fetchers",
     # the connection limits, re-read when they change
     "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
     # read at each batch of log opens
@@ -395,7 +398,7 @@ DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset({
     "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
     "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
     "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
-    "num.io.threads", "num.network.threads", "num.replica.fetchers",
+    "num.io.threads", "num.network.threads",
     "background.threads", "log.cleaner.threads",
 })
 #: Kafka's entity name of the cluster-wide default (/config/brokers/<default>)

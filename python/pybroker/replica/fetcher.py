@@ -73,8 +73,11 @@ class ReplicaFetcher:
     """Fetches every partition followed from one leader."""
 
     def __init__(self, leader_id: int, broker_id: int, metadata: MetadataCache,
-                 config: BrokerConfig, quota: ReplicationQuota | None = None) -> None:
+                 config: BrokerConfig, quota: ReplicationQuota | None = None,
+                 fetcher_id: int = 0) -> None:
         self.leader_id = leader_id
+        #: which of this leader's fetchers (num.replica.fetchers) this is
+        self.fetcher_id = fetcher_id
         #: follower.replication.throttled.rate, shared by this broker's fetchers
         self.quota = quota
         self.broker_id = broker_id
@@ -125,7 +128,8 @@ class ReplicaFetcher:
         current = self._connection
         if current is None or (current.host, current.port) != (endpoint.host, endpoint.port):
             self._connection = BrokerConnection(
-                endpoint.host, endpoint.port, f"broker-{self.broker_id}-fetcher",
+                endpoint.host, endpoint.port,
+                f"broker-{self.broker_id}-fetcher-{self.fetcher_id}",
                 self.config["replica.socket.timeout.ms"] / 1000,
                 security=inter_broker.for_config(self.config))
             self.session.reset()
@@ -346,28 +350,73 @@ class ReplicaFetcher:
         return int(answer["offset"])
 
 
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode (a signed 32-bit int) of `text`."""
+    data = text.encode("utf-16-be")  # Java strings are UTF-16 code units
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def fetcher_id(topic: str, index: int, fetchers: int) -> int:
+    """Which of a leader's `fetchers` (num.replica.fetchers) fetches the partition: Kafka's
+    AbstractFetcherManager.getFetcherId, abs(31 * topic.hashCode + partition) mod n, in
+    Java's 32-bit arithmetic."""
+    n = (31 * java_string_hash(topic) + index) & 0xFFFFFFFF
+    n = n - (1 << 32) if n & 0x80000000 else n
+    return (0 if n == -(1 << 31) else abs(n)) % fetchers
+
+
+#: a fetcher's key: (leader broker id, fetcher id)
+FetcherKey = tuple[int, int]
+
+
 class ReplicaFetcherManager:
-    """Which fetcher follows which partition; fetchers run in the broker's task group."""
+    """Which fetcher follows which partition; fetchers run in the broker's task group.
+
+    Each leader gets `num.replica.fetchers` fetchers (Kafka's fetcher threads per source
+    broker), each with its connection, fetch session and one fetch in flight; a
+    partition's fetcher is fixed by its name (fetcher_id). A change of the setting moves
+    every followed partition to its fetcher under the new count (`resize`); a moved
+    partition truncates by leader epoch again before it fetches, as after a leader
+    change."""
 
     def __init__(self, broker_id: int, metadata: MetadataCache, config: BrokerConfig) -> None:
         self.broker_id = broker_id
         self.metadata = metadata
         self.config = config
-        self.fetchers: dict[int, ReplicaFetcher] = {}
-        self._started: set[int] = set()
+        self.fetchers: dict[FetcherKey, ReplicaFetcher] = {}
+        self._started: set[FetcherKey] = set()
         self._new_fetcher = anyio.Event()
         self.quota = ReplicationQuota(lambda: config["follower.replication.throttled.rate"])
+        self._count = config["num.replica.fetchers"]
 
     def follow(self, partition: ReplicaPartition) -> None:
         """Fetch `partition` from its (new) leader, truncating first."""
         self.unfollow((partition.topic, partition.index))
-        fetcher = self.fetchers.get(partition.leader)
+        key = (partition.leader, fetcher_id(partition.topic, partition.index, self._count))
+        fetcher = self.fetchers.get(key)
         if fetcher is None:
             fetcher = ReplicaFetcher(partition.leader, self.broker_id, self.metadata, self.config,
-                                     self.quota)
-            self.fetchers[partition.leader] = fetcher
+                                     self.quota, key[1])
+            self.fetchers[key] = fetcher
             self._new_fetcher.set()
         fetcher.add(partition)
+
+    def resize(self) -> None:
+        """num.replica.fetchers changed (a dynamic broker config): every followed partition
+        goes to its fetcher under the new count (Kafka's resizeThreadPool)."""
+        count = self.config["num.replica.fetchers"]
+        if count == self._count:
+            return
+        log.info("num.replica.fetchers %d -> %d: moving the followed partitions to their "
+                 "fetchers", self._count, count)
+        self._count = count
+        followed = [state.partition for fetcher in self.fetchers.values()
+                    for state in list(fetcher.states.values())]
+        for partition in followed:
+            self.follow(partition)
 
     def unfollow(self, key: tuple[str, int]) -> None:
         for fetcher in self.fetchers.values():
