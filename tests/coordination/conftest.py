@@ -89,27 +89,24 @@ async def zk_cluster(tmp_path: Path, zookeeper: ZooKeeperServer,  # noqa: F811
 
 
 class MultiCounter:
-    """Counts the multis (ZooKeeper transactions) a ZooKeeper client commits, at the
-    client: the writes the store actually receives."""
+    """Counts the multis (ZooKeeper transactions, opcode 14) a ZooKeeper client sends,
+    at kazoo's request queue: the writes the store actually receives, whichever code
+    built them."""
+
+    MULTI = 14
 
     def __init__(self, client: CoordinationBackend) -> None:
         assert isinstance(client, ZooKeeperBackend)
         self.count = 0
         kazoo = client.zk.kazoo
-        transaction = kazoo.transaction
+        call = kazoo._call
 
-        def counted() -> Any:
-            txn = transaction()
-            commit_async = txn.commit_async
-
-            def commit() -> Any:
+        def counted(request: Any, async_object: Any) -> Any:
+            if request.type == self.MULTI:
                 self.count += 1
-                return commit_async()
+            return call(request, async_object)
 
-            txn.commit_async = commit
-            return txn
-
-        kazoo.transaction = counted
+        kazoo._call = counted
 
 
 async def eventually(check: Callable[[], bool | Awaitable[bool]], what: str,

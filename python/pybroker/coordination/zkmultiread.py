@@ -21,7 +21,7 @@ from collections import namedtuple
 from typing import Any
 
 from kazoo.exceptions import EXCEPTIONS, NoNodeError, UnimplementedError
-from kazoo.protocol.serialization import MultiHeader, read_buffer, read_string, write_string
+from kazoo.protocol.serialization import read_string
 from kazoo.protocol.states import ZnodeStat
 
 from pybroker.coordination.zkclient import AsyncKazoo
@@ -37,6 +37,7 @@ _GET_DATA = 4
 _GET_CHILDREN = 8
 _ERROR = -1
 _INT = struct.Struct("!i")
+_HEADER = struct.Struct("!iBi")
 _STAT = struct.Struct("!qqqqiiiqiiq")
 
 Read = tuple[bytes | None, ZnodeStat] | None
@@ -50,40 +51,49 @@ class MultiRead(namedtuple("MultiRead", "paths")):
     op = _GET_DATA
 
     def serialize(self) -> bytes:
-        out = bytearray()
+        header = _HEADER.pack(self.op, 0, -1)
+        parts: list[bytes] = []
         for path in self.paths:
-            out += MultiHeader(self.op, False, -1).serialize()
-            out += write_string(path)
-            out.append(0)  # no watch
-        out += MultiHeader(-1, True, -1).serialize()
-        return bytes(out)
+            encoded = path.encode()
+            parts += (header, _INT.pack(len(encoded)), encoded, b"\x00")  # no watch
+        parts.append(_HEADER.pack(-1, 1, -1))
+        return b"".join(parts)
 
     @classmethod
     def deserialize(cls, data: bytes, offset: int) -> list[Any]:
+        # headers unpacked in place (not as MultiHeader objects): this runs on kazoo's
+        # connection thread once per znode a controller or a watching broker reads
         results: list[Any] = []
-        header, offset = MultiHeader.deserialize(data, offset)
-        while not header.done:
-            if header.type == _GET_DATA:
-                value, offset = read_buffer(data, offset)
-                stat = ZnodeStat._make(_STAT.unpack_from(data, offset))
+        unpack_header, unpack_int, unpack_stat = (
+            _HEADER.unpack_from, _INT.unpack_from, _STAT.unpack_from)
+        make_stat = ZnodeStat._make
+        while True:
+            kind, done, _ = unpack_header(data, offset)
+            offset += _HEADER.size
+            if done:
+                return results
+            if kind == _GET_DATA:
+                length = unpack_int(data, offset)[0]
+                offset += _INT.size
+                value = None
+                if length >= 0:
+                    value = data[offset:offset + length]
+                    offset += length
+                results.append((value, make_stat(unpack_stat(data, offset))))
                 offset += _STAT.size
-                results.append((value, stat))
-            elif header.type == _GET_CHILDREN:
-                count = _INT.unpack_from(data, offset)[0]
+            elif kind == _GET_CHILDREN:
+                count = unpack_int(data, offset)[0]
                 offset += _INT.size
                 children = []
                 for _ in range(max(count, 0)):
                     child, offset = read_string(data, offset)
                     children.append(child)
                 results.append(children)
-            elif header.type == _ERROR:
-                code = _INT.unpack_from(data, offset)[0]
+            elif kind == _ERROR:
+                results.append(EXCEPTIONS[unpack_int(data, offset)[0]]())
                 offset += _INT.size
-                results.append(EXCEPTIONS[code]())
             else:
-                raise ValueError(f"unexpected multiRead result type {header.type}")
-            header, offset = MultiHeader.deserialize(data, offset)
-        return results
+                raise ValueError(f"unexpected multiRead result type {kind}")
 
 
 class MultiChildren(MultiRead):

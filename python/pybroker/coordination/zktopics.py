@@ -20,7 +20,6 @@ from kazoo.exceptions import (
     NoNodeError,
     NotEmptyError,
 )
-from kazoo.protocol.serialization import SetData
 from kazoo.protocol.states import ZnodeStat
 
 from pybroker.coordination import znodes as zn
@@ -55,6 +54,7 @@ from pybroker.coordination.zkclient import (
     kazoo_errors_translated,
 )
 from pybroker.coordination.zkpersistent import EventTap
+from pybroker.coordination.zkstatemulti import StateMulti
 from pybroker.coordination.zkstatewatch import RecursiveStatesWatch
 from pybroker.coordination.zkwatches import (
     ChildrenDataWatch,
@@ -459,28 +459,32 @@ class TopicOps:
         partition's outcome; return the writes of failed multis that were not the
         failure's cause (to be tried again)."""
         pending = []
-        chroot = self.zk.kazoo.chroot or ""
+        kazoo = self.zk.kazoo
+        chroot = kazoo.chroot or ""
+        # the fence as fenced_multi's (Kafka's checkControllerEpoch), then the writes, in
+        # a multi coded for this shape (zkstatemulti.py: kazoo's generic one cost most
+        # of a 30,000-state batch's time on its connection thread). These paths are
+        # built by znodes.py, absolute and normal already
+        fence = None if lease is None else (chroot + zn.CONTROLLER_EPOCH,
+                                            lease.epoch_zk_version)
         for batch in batches:
-            txn = fenced_multi(self.zk, lease)
-            # the operations as txn.set_data makes them, without its per-operation path
-            # normalisation (a third of a 10,000-state batch's CPU): these paths are
-            # built by znodes.py, absolute and normal already
-            txn.operations.extend(SetData(chroot + path, data, update.expected_version)
-                                  for update, path, data in batch)
-            pending.append(txn.commit_async())
+            result = kazoo.handler.async_result()
+            kazoo._call(StateMulti(fence, [(chroot + path, data, update.expected_version)
+                                           for update, path, data in batch]), result)
+            pending.append(result)
         answers = await asyncio.gather(*(self.zk.wait(r) for r in pending))
         retry: list[_StateWrite] = []
         moved = False
         for batch, results in zip(batches, answers, strict=True):
             if lease is not None:
-                fence, results = results[0], results[1:]
-                if isinstance(fence, (BadVersionError, NoNodeError)):
+                fence_result, results = results[0], results[1:]
+                if isinstance(fence_result, (BadVersionError, NoNodeError)):
                     moved = True
                     continue
             failed = first_error(results)
             if failed is None:
-                for (update, _, _), stat in zip(batch, results, strict=True):
-                    outcomes[(update.topic, update.partition)] = stat.version
+                for (update, _, _), version in zip(batch, results, strict=True):
+                    outcomes[(update.topic, update.partition)] = version
                 continue
             index, error = failed
             update, path, _ = batch[index]
