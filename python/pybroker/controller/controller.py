@@ -8,7 +8,12 @@ LeaderAndIsr / UpdateMetadata requests. The controller writes each partition's
 state (leader, leader epoch, ISR) to the store; every broker watches those
 states and the topic assignments and applies them (metadata/listener.py).
 That keeps one channel for every change — including the ISR changes partition
-leaders write themselves — at the cost of a watch per partition.
+leaders write themselves. On ZooKeeper 3.6+ a broker holds one persistent
+recursive watch per topic and reads the states it reports changed together, in
+multiReads (coordination/zkstatewatch.py); a watch is never re-armed by a read, so
+no change goes unreported between a notification and its re-read, and after a
+reconnect or a new session everything is read again. A broker only applies what it
+read; it never infers a state from a notification.
 
 Fencing: every controller write carries its ControllerLease and runs as one
 transaction with a check on the controller epoch's version, so a deposed
@@ -21,9 +26,10 @@ shutdown — reading their states together (ZooKeeper multiReads) and writing th
 changed ones one multi per batch of states, the batches sent together (Kafka 1.1's
 batched, pipelined state changes). A batch is only a packaging: each state in it is
 still a conditional write on the version it was decided from, and every multi checks
-the controller epoch. A multi fails as a whole when one state's version moved on; the
-others are written again without it, and the stale one is read and decided again, as
-a single write's StaleVersion always was.
+the controller epoch first (the multi's own coding, coordination/zkstatemulti.py,
+puts that check before the writes, as fenced_multi does). A multi fails as a whole
+when one state's version moved on; the others are written again without it, and the
+stale one is read and decided again, as a single write's StaleVersion always was.
 
 Duties while elected:
 - a topic's partitions without state get one (leader = first live replica);

@@ -15,7 +15,10 @@ Costs: a `ChildrenDataWatch` holds 1 + n watches (the children list and each chi
 data) and re-reads a child only when it changes (every child changed by the time the
 re-read runs, in one pipelined batch: one dispatcher job, not one per child); on
 reconnect it re-reads all n in one pipelined batch. `PartitionStatesWatch` holds one
-ChildrenDataWatch per topic, so 1 + T + P watches for T topics and P partitions."""
+ChildrenDataWatch per topic, so 1 + T + P watches for T topics and P partitions; it is
+what the partition states are watched with only when the server lacks persistent
+watches (ZooKeeper before 3.6): zkstatewatch.py holds one persistent watch per topic
+and reads the changed states together."""
 
 from __future__ import annotations
 
