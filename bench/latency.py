@@ -21,16 +21,26 @@ same warm-up applies to every side; `--warmup-seconds 0` measures from the first
 Meanwhile a loop-lag probe sends ApiVersions every 5 ms on a connection of its own and
 times the answers: a broker-side stall (event loop blocked, GC pause) shows there as a long
 round trip, apart from the records' path; its percentiles are printed and in the JSON.
+The kernel's writeback counters (/proc/vmstat nr_dirty and nr_writeback, in MB, sampled
+every 100 ms) are reported too: the page cache the broker's writes go through.
+
+With `--bulk-mb N` each run first puts N MB of 1 KiB records through the same broker at
+full speed (produced to a 3-partition topic, acks=1, linger.ms=5, then consumed back),
+and measures right after it: the tail of a broker that has just taken a bulk load
+(dirty pages being written back, segments rolled), not of a fresh one (issue 26).
+`--override KEY=VALUE` passes a broker setting to the pybroker sides.
 
 Examples:
     python bench/latency.py --peer tansu
     python bench/latency.py --rate 20000 --seconds 10 --peer 127.0.0.1:9092
+    python bench/latency.py --peer none --bulk-mb 3000 --repeat 2
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import struct
@@ -42,7 +52,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from throughput import BrokerRun, create_topic, machine_info, parse_side  # noqa: E402
+from throughput import (  # noqa: E402
+    BrokerRun,
+    consume,
+    create_topic,
+    machine_info,
+    parse_side,
+    produce,
+)
 
 try:
     from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
@@ -105,6 +122,53 @@ class LoopLagProbe(threading.Thread):
         return self.rtts_ms
 
 
+class WritebackSampler(threading.Thread):
+    """nr_dirty and nr_writeback of /proc/vmstat (pages, reported in MB) every 100 ms."""
+
+    FIELDS = ("nr_dirty", "nr_writeback")
+
+    def __init__(self, interval: float = 0.1) -> None:
+        super().__init__(name="writeback-sampler", daemon=True)
+        self.interval = interval
+        self.samples: dict[str, list[float]] = {f: [] for f in self.FIELDS}
+        self._done = threading.Event()
+        self._page_mb = os.sysconf("SC_PAGE_SIZE") / 1e6
+
+    def read(self) -> dict[str, float]:
+        try:
+            lines = Path("/proc/vmstat").read_text().splitlines()
+        except OSError:
+            return {}
+        values = dict(line.split() for line in lines)
+        return {f: int(values[f]) * self._page_mb for f in self.FIELDS if f in values}
+
+    def run(self) -> None:
+        while not self._done.wait(self.interval):
+            for name, mb in self.read().items():
+                self.samples[name].append(mb)
+
+    def stop(self) -> dict[str, dict[str, float]]:
+        self._done.set()
+        self.join(timeout=5)
+        return {name: {"mean_mb": round(statistics.fmean(v), 1) if v else float("nan"),
+                       "max_mb": round(max(v), 1) if v else float("nan"),
+                       "first_mb": round(v[0], 1) if v else float("nan")}
+                for name, v in self.samples.items()}
+
+
+def bulk_load(bootstrap: str, megabytes: int) -> dict[str, float]:
+    """`megabytes` MB of 1 KiB records produced at full speed (acks=1, linger.ms=5) to a
+    3-partition topic and consumed back: what the broker has just been through."""
+    topic = f"bulk-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 3, 30.0)
+    records = megabytes * 1_000_000 // 1024
+    timeout = max(600.0, megabytes / 5)
+    produced = produce(bootstrap, topic, 3, 1024, records, timeout)
+    consumed = consume(bootstrap, topic, 3, 1024, records, timeout, 30.0)
+    return {"megabytes": megabytes, "produce_s": round(produced, 2),
+            "consume_s": round(consumed, 2)}
+
+
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
     out = bytearray()
     while len(out) < n:
@@ -123,9 +187,11 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def measure(bootstrap: str, rate: int, seconds: float, size: int,
-            linger_ms: int, warmup: float = 0.0) -> tuple[list[float], list[float]]:
+            linger_ms: int, warmup: float = 0.0,
+            writeback: WritebackSampler | None = None) -> tuple[list[float], list[float]]:
     """Latencies in ms of every record sent at `rate`/s for `seconds` after `warmup`
-    seconds of the same load, and the loop-lag probe's round trips in ms meanwhile."""
+    seconds of the same load, and the loop-lag probe's round trips in ms meanwhile;
+    `writeback` is started when the counted records start."""
     topic = f"latency-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, 1, 30.0)
     warmup_records = int(rate * warmup)
@@ -174,6 +240,8 @@ def measure(bootstrap: str, rate: int, seconds: float, size: int,
             if sent == warmup_records:
                 counted_from[0] = time.monotonic_ns()
                 probe_from = len(probe.rtts_ms)
+                if writeback is not None:
+                    writeback.start()
             producer.produce(topic, STAMP.pack(time.monotonic_ns()) + padding)
             sent += 1
         producer.poll(0)
@@ -217,6 +285,12 @@ def main(argv: list[str] | None = None) -> int:
                          "--pybroker-cmd)")
     ap.add_argument("--target-label", help="name of the target in the table")
     ap.add_argument("--peer-label", help="name of the peer in the table")
+    ap.add_argument("--bulk-mb", type=int, default=0,
+                    help="MB of 1 KiB records produced and consumed at full speed through "
+                         "the broker right before each run (default 0: a fresh broker)")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker setting for the pybroker sides (repeatable)")
+    ap.add_argument("--keep-logs", type=Path, help="copy each broker's log here")
     ap.add_argument("--json", type=Path, help="write the results as JSON here")
     args = ap.parse_args(argv)
 
@@ -227,19 +301,35 @@ def main(argv: list[str] | None = None) -> int:
         if sides[0].label == sides[1].label:
             sides[0].label += "-target"
             sides[1].label += "-peer"
+    for side in sides:
+        if side.kind == "pybroker":
+            side.overrides = (*side.overrides, *args.override)
     collected: dict[str, list[float]] = {s.label: [] for s in sides}
     lags: dict[str, list[float]] = {s.label: [] for s in sides}
+    runs: list[dict[str, object]] = []
     for rep in range(args.repeat):
         for side in sides:
-            with BrokerRun(side, 60.0, None) as run:
+            writeback = WritebackSampler()
+            with BrokerRun(side, 60.0, args.keep_logs) as run:
+                bulk = bulk_load(run.bootstrap, args.bulk_mb) if args.bulk_mb else None
+                before = writeback.read()
                 values, probe = measure(run.bootstrap, args.rate, args.seconds, args.size,
-                                        args.linger_ms, args.warmup_seconds)
+                                        args.linger_ms, args.warmup_seconds, writeback)
+            dirty = writeback.stop()
             got = summarize(values)
             lag = summarize(probe)
+            runs.append({"side": side.label, "rep": rep + 1, "bulk": bulk,
+                         "writeback_before_mb": before, "writeback": dirty,
+                         "latency": got, "loop_lag_probe": lag})
             print(f"[{side.label}] rep {rep + 1}: {got['records']} records, "
                   f"p50 {got['p50_ms']:.2f} ms, p99 {got['p99_ms']:.2f} ms, "
-                  f"p99.9 {got['p99.9_ms']:.2f} ms; loop-lag probe p99 {lag['p99_ms']:.2f} "
-                  f"max {lag['max_ms']:.2f} ms", flush=True)
+                  f"p99.9 {got['p99.9_ms']:.2f} ms, max {got['max_ms']:.2f} ms; loop-lag "
+                  f"probe p99 {lag['p99_ms']:.2f} max {lag['max_ms']:.2f} ms; "
+                  f"dirty MB mean {dirty['nr_dirty']['mean_mb']} max "
+                  f"{dirty['nr_dirty']['max_mb']}, writeback MB max "
+                  f"{dirty['nr_writeback']['max_mb']}"
+                  + (f"; after {bulk['megabytes']} MB in {bulk['produce_s']} s + "
+                     f"{bulk['consume_s']} s" if bulk else ""), flush=True)
             collected[side.label].extend(values)
             lags[side.label].extend(probe)
 
@@ -267,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             "settings": vars(args) | {"json": str(args.json)},
             "summary": summary,
             "loop_lag_probe": lag_summary,
+            "runs": runs,
         }, indent=2, default=str))
     return 0
 
