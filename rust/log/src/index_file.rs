@@ -117,11 +117,16 @@ impl IndexFile {
     }
 
     /// Appends one entry; the caller checks `is_full` first and has called
-    /// `ensure_mapped`.
+    /// `ensure_mapped`. Were it not mapped, the entry is left out (a debug
+    /// build panics): an index is sparse, a missing entry only makes lookups
+    /// scan further, where a panic would take the broker down.
     pub(crate) fn push(&mut self, bytes: &[u8]) {
         debug_assert_eq!(bytes.len(), self.entry_size);
+        debug_assert!(self.mmap.is_some(), "push into an unmapped index");
         let at = self.entries * self.entry_size;
-        let m = self.mmap.as_mut().expect("push into an unmapped index");
+        let Some(m) = self.mmap.as_mut() else {
+            return;
+        };
         m[at..at + self.entry_size].copy_from_slice(bytes);
         self.entries += 1;
     }
