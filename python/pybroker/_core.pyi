@@ -263,6 +263,12 @@ class PartitionLog:
         aborted_transactions of a read_committed fetch, oldest first."""
     def flush(self) -> None:
         """fsync log and index files up to log_end_offset; advances recovery_point."""
+    @property
+    def roll_flush_pending(self) -> bool:
+        """A roll (by an append or roll()) left fsyncs to do: call flush_rolled."""
+    def flush_rolled(self) -> bool:
+        """fsync what the rolls so far left (their producer snapshots, the directory)
+        without holding the log (GIL released). False when there was nothing to do."""
     def roll(self) -> None:
         """Start a new segment at log_end_offset (no-op if the active one is empty)."""
     def truncate_to(self, offset: int) -> None:

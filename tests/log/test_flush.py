@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -77,4 +80,36 @@ def test_flush_ms_waits_for_its_interval(tmp_path: Path) -> None:
     assert flush_pass([p]) == 0
     p.last_flush_ms -= 3600_000
     assert flush_pass([p]) == 1
+    p.close()
+
+
+def append_until_rolled(p: Partition) -> None:
+    while p.log.segment_count < 2:
+        leader_append(p, batch(20))
+
+
+def test_a_roll_fsyncs_on_a_worker_thread_not_the_event_loop(tmp_path: Path) -> None:
+    """On the event loop a roll's fsyncs (its producer snapshot's) stalled every
+    request for as long as they took (issue 26): they run on a worker thread."""
+    p = partition(tmp_path, {"log.segment.bytes": "1024"})
+    threads: list[int] = []
+    flush_rolled = p.flush_rolled
+
+    def recording_flush_rolled() -> None:
+        threads.append(threading.get_ident())
+        flush_rolled()
+
+    p.flush_rolled = recording_flush_rolled  # type: ignore[method-assign]
+
+    async def roll_and_wait() -> None:
+        append_until_rolled(p)
+        deadline = time.monotonic() + 30
+        while p.log.roll_flush_pending or not threads:
+            assert time.monotonic() < deadline, "the roll's snapshot was never fsynced"
+            await asyncio.sleep(0.01)
+
+    loop_thread = threading.get_ident()
+    asyncio.run(roll_and_wait())
+    assert loop_thread not in threads
+    assert p.log.recovery_point == 0  # the recovery point is the flush policy's
     p.close()

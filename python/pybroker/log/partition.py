@@ -8,6 +8,7 @@ offsets; reads for consumers stop at it."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from pathlib import Path
@@ -67,6 +68,8 @@ class Partition:
         self.last_flush_ms = int(time.time() * 1000)
         self._failures = failures
         self.closed = False
+        #: a roll's flush job is on a worker thread (see maybe_flush)
+        self._roll_flush_running = False
 
     def update_high_watermark(self, offset: int) -> None:
         self.high_watermark = min(max(offset, self.log.log_start_offset), self.log.log_end_offset)
@@ -101,9 +104,47 @@ class Partition:
         return result
 
     def maybe_flush(self) -> None:
-        """flush.messages: fsync once that many messages are past the recovery point."""
+        """flush.messages: fsync once that many messages are past the recovery point.
+        After a roll, the producer snapshot it wrote is fsynced off the event loop."""
         if self.log.log_end_offset - self.log.recovery_point >= self.flush_messages:
             self.flush()
+        elif self.log.roll_flush_pending and not self._roll_flush_running:
+            self._start_roll_flush()
+
+    def _start_roll_flush(self) -> None:
+        """Run the roll's fsyncs (its producer snapshot, the dir) on a worker thread:
+        on the event loop they stalled every request for the length of an fsync at
+        each roll (issue 26; Kafka moved them off its request threads too,
+        KAFKA-15046)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop to keep free (a tool, a test): here
+            self.flush_rolled()
+            return
+        self._roll_flush_running = True
+        loop.run_in_executor(None, self.flush_rolled).add_done_callback(self._roll_flush_done)
+
+    def _roll_flush_done(self, _future: object) -> None:
+        self._roll_flush_running = False
+
+    def flush_rolled(self) -> None:
+        """fsync what the rolls so far left. A failed fsync takes the log dir offline,
+        as a failed flush does."""
+        try:
+            self.log.flush_rolled()
+        except StorageError as exc:
+            if not self.closed and self._failures is not None:
+                self._failures.fail(self.directory.parent,
+                                    f"fsync after a roll of {self.topic}-{self.index}",
+                                    exc)
+            else:
+                log.debug("fsync after a roll of %s-%d failed: %s", self.topic, self.index,
+                          exc)
+        except Exception as exc:  # the log was closed meanwhile (topic deleted)
+            if not self.closed:
+                log.exception("fsync after a roll of %s-%d failed", self.topic, self.index)
+            else:
+                log.debug("fsync after a roll of %s-%d: %s", self.topic, self.index, exc)
 
     @property
     def offline(self) -> bool:

@@ -483,6 +483,24 @@ impl PartitionLog {
         release(py, || self.lock().flush())
     }
 
+    /// A roll (by an append or `roll`) left fsyncs to do: call flush_rolled.
+    #[getter]
+    fn roll_flush_pending(&self) -> bool {
+        self.lock().roll_flush_pending()
+    }
+
+    /// fsync what the rolls so far left (their producer snapshots, the
+    /// directory) without holding the log. False when there was nothing to do.
+    fn flush_rolled(&self, py: Python<'_>) -> PyResult<bool> {
+        release(py, || {
+            let Some(job) = self.lock().take_roll_flush()? else {
+                return Ok(false);
+            };
+            job.sync()?;
+            Ok(true)
+        })
+    }
+
     /// Starts a new segment at log_end_offset (no-op when the active one is empty).
     fn roll(&self, py: Python<'_>) -> PyResult<()> {
         release(py, || self.lock().roll(now_ms()))

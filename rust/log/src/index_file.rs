@@ -79,11 +79,12 @@ impl IndexFile {
         Ok(())
     }
 
-    /// Sets the file's length and maps it again (the entries are kept).
+    /// Sets the file's length and maps it again (the entries are kept). No
+    /// msync first: the mapping's dirty pages are the file's page cache, which
+    /// the unmap keeps and the next `flush` (an msync, i.e. an fsync of the
+    /// file's range) writes; here it was a synchronous flush on the append
+    /// path at every roll (issue 26).
     fn resize(&mut self, len: u64) -> Result<()> {
-        if let Some(m) = self.mmap.as_ref() {
-            m.flush()?;
-        }
         self.mmap = None;
         let file = open_rw(&self.path)?;
         file.set_len(len)?;

@@ -154,6 +154,27 @@ impl FileSlice {
     }
 }
 
+/// The fsyncs a roll leaves for later, off the append path: the producer
+/// snapshots written at rolls (still open: the handles that wrote them, so a
+/// failed writeback is reported) and the directory. Kafka writes the roll's
+/// snapshot unsynced too and fsyncs it in its "flush-log" job (KAFKA-15046).
+/// Taken with [`Log::take_roll_flush`], run with [`RollFlush::sync`] without
+/// the log.
+#[derive(Debug)]
+pub struct RollFlush {
+    files: Vec<File>,
+}
+
+impl RollFlush {
+    /// fsync of every file the roll left.
+    pub fn sync(&self) -> Result<()> {
+        for f in &self.files {
+            f.sync_all()?;
+        }
+        Ok(())
+    }
+}
+
 /// The partition log.
 #[derive(Debug)]
 pub struct Log {
@@ -171,6 +192,8 @@ pub struct Log {
     pub(crate) epochs: LeaderEpochCache,
     /// The open-file budget the segment files count against.
     pub(crate) files: Arc<FileCache>,
+    /// Producer snapshots written at rolls and not yet fsynced (see `RollFlush`).
+    unsynced_snapshots: Vec<File>,
 }
 
 impl Log {
@@ -208,6 +231,7 @@ impl Log {
             producers: ProducerStateManager::new(dir),
             epochs: LeaderEpochCache::new(dir),
             files,
+            unsynced_snapshots: Vec::new(),
         };
         if log.segments.is_empty() || log.log_end_offset < log.log_start_offset {
             for s in std::mem::take(&mut log.segments).into_values() {
@@ -471,8 +495,27 @@ impl Log {
         self.active().deactivate()?;
         let leo = self.log_end_offset;
         self.producers.set_map_end_offset(leo);
-        self.producers.take_snapshot()?;
+        // not fsynced here (this is the append path): see `RollFlush`
+        if let Some(file) = self.producers.take_snapshot_unsynced()? {
+            self.unsynced_snapshots.push(file);
+        }
         self.add_segment(leo, now_ms)
+    }
+
+    /// A roll left fsyncs to do (see `take_roll_flush`).
+    pub fn roll_flush_pending(&self) -> bool {
+        !self.unsynced_snapshots.is_empty()
+    }
+
+    /// The fsyncs the rolls so far left (None: nothing to do), for
+    /// `RollFlush::sync` to run without the log.
+    pub fn take_roll_flush(&mut self) -> Result<Option<RollFlush>> {
+        if self.unsynced_snapshots.is_empty() {
+            return Ok(None);
+        }
+        let mut files = std::mem::take(&mut self.unsynced_snapshots);
+        files.push(File::open(&self.dir)?);
+        Ok(Some(RollFlush { files }))
     }
 
     /// Whole batches from the one holding `offset`; see the .pyi for details.
@@ -589,6 +632,10 @@ impl Log {
             .map_or(i64::MIN, |(b, _)| *b);
         for s in self.segments.range(from..).map(|(_, s)| s) {
             s.flush()?;
+        }
+        // the snapshots of rolls whose flush job has not run yet
+        for f in std::mem::take(&mut self.unsynced_snapshots) {
+            f.sync_all()?;
         }
         self.recovery_point = self.log_end_offset;
         Ok(())

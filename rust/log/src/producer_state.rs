@@ -556,20 +556,31 @@ impl ProducerStateManager {
     /// Writes `<map_end_offset>.snapshot` unless one exists at that offset,
     /// then keeps only the newest [`SNAPSHOTS_RETAINED`] snapshots.
     pub fn take_snapshot(&mut self) -> Result<()> {
+        self.write_snapshot_file(true).map(|_| ())
+    }
+
+    /// As `take_snapshot`, but not fsynced: the file written (still open), if
+    /// any, for the caller to fsync later (a roll's flush job, as Kafka's
+    /// `takeSnapshot(false)` at roll, KAFKA-15046).
+    pub fn take_snapshot_unsynced(&mut self) -> Result<Option<fs::File>> {
+        self.write_snapshot_file(false)
+    }
+
+    fn write_snapshot_file(&mut self, sync: bool) -> Result<Option<fs::File>> {
         let offset = self.map_end_offset;
         if offset == self.last_snapshot_offset {
-            return Ok(());
+            return Ok(None);
         }
         let mut entries: Vec<&ProducerEntry> = self.producers.values().collect();
         entries.sort_by_key(|e| e.producer_id);
-        write_snapshot(&snapshot_path(&self.dir, offset), &entries)?;
+        let file = write_snapshot(&snapshot_path(&self.dir, offset), &entries, sync)?;
         self.last_snapshot_offset = offset;
         let snaps = list_snapshots(&self.dir)?;
         let excess = snaps.len().saturating_sub(SNAPSHOTS_RETAINED);
         for (_, p) in &snaps[..excess] {
             remove_file(p)?;
         }
-        Ok(())
+        Ok(Some(file))
     }
 
     /// Deletes snapshots below `offset` (their segments are gone), keeping
@@ -693,12 +704,14 @@ fn read_snapshot(path: &Path) -> Result<Vec<ProducerEntry>> {
     decode_snapshot(&fs::read(path)?)
 }
 
-fn write_snapshot(path: &Path, entries: &[&ProducerEntry]) -> Result<()> {
+fn write_snapshot(path: &Path, entries: &[&ProducerEntry], sync: bool) -> Result<fs::File> {
     let bytes = encode_snapshot(entries);
     let mut f = fs::File::create(path)?;
     f.write_all(&bytes)?;
-    f.sync_all()?;
-    Ok(())
+    if sync {
+        f.sync_all()?;
+    }
+    Ok(f)
 }
 
 #[cfg(test)]
