@@ -12,7 +12,10 @@ processes on loopback (zookeeper.connect=...:PORT/chroot), then measures:
   each topic is deleted after its run. Also reported: CPU seconds of the three
   broker processes per GB produced.
 - **latency**: records sent at `--rate`/s for `--seconds` to a one-partition RF=3
-  topic with acks=all, each carrying its send time; a consumer (which sees a
+  topic with acks=all (confluent-kafka, linger.ms=0, batch.size=1000000,
+  max.in.flight.requests.per.connection `--max-in-flight`, default 5; the consumer
+  with librdkafka's defaults, fetch.wait.max.ms=500 and fetch.min.bytes=1, woken by the
+  high watermark), each carrying its send time; a consumer (which sees a
   record only once the high watermark passed it, i.e. once the ISR has it) reads
   them back: end-to-end p50/p99/p99.9/max, and the producer's acknowledgement
   latency (send -> delivery report).
