@@ -19,10 +19,18 @@ processes on loopback (zookeeper.connect=...:PORT/chroot), then measures:
   record only once the high watermark passed it, i.e. once the ISR has it) reads
   them back: end-to-end p50/p99/p99.9/max, and the producer's acknowledgement
   latency (send -> delivery report).
-- **failover**: a producer sends acks=all records to a partition at `--failover-rate`/s;
-  the partition's leader is killed (kill -9); measured: time from the kill to the
-  first record acknowledged by the new leader, and to the new leader in ZooKeeper.
-  The dead broker is restarted and waited for in the ISR before the next round.
+- **failover**: a producer sends acks=all records round three partitions (RF=3,
+  min.insync.replicas=2) at `--failover-rate`/s; each round kills -9 the leader of
+  one (not the controller, or with `--kill-controller` the controller leading it);
+  measured from the kill: the new leader (in ZooKeeper; for Kafka in the metadata),
+  the killed broker out of every ISR, the first record of that partition
+  acknowledged; then the dead broker is restarted and waited for in every ISR.
+  Failed sends and the longest pauses between acknowledgements are counted.
+  `--producer java` sends with Kafka's Java client and its defaults (retries,
+  delivery.timeout.ms, idempotence) through kafka-verifiable-producer.sh.
+- **verifiable** (not in the default set): the issue-25 fault run: the producer sends
+  `--verifiable-messages` records through five kill -9s (leaders and the controller in
+  turn, each restarted at once) and a rolling restart; failed sends and pauses counted.
 
 Every wait is bounded; everything runs on loopback and is torn down at exit.
 
@@ -44,7 +52,10 @@ Examples:
     python bench/cluster.py --only failover --rounds 5 --json out.json
     python bench/kafka_peer.py --nodes 3 -- python bench/cluster.py --only throughput \
         --only latency --peer {bootstrap} --peer-pids {pids}
-    KAFKA_HOME=/opt/kafka python bench/cluster.py --only failover --rounds 10 --stock-kafka
+    KAFKA_HOME=/opt/kafka python bench/cluster.py --only failover --rounds 10 --stock-kafka \
+        --producer java
+    KAFKA_HOME=/opt/kafka python bench/cluster.py --only verifiable --producer java \
+        --override zookeeper.session.timeout.ms=18000 --override replica.lag.time.max.ms=30000
 """
 
 from __future__ import annotations
@@ -52,6 +63,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import subprocess
 import statistics
 import struct
 import sys
@@ -171,6 +184,13 @@ class StockKafkaCluster(PeerCluster):
 
     def leader(self, topic: str, partition: int) -> int:
         return int(self._partitions(topic)[partition].leader)
+
+    def isr(self, topic: str, partition: int) -> list[int]:
+        """The ISR the live brokers' metadata gives (unknown: the old one, polled again)."""
+        try:
+            return sorted(self._partitions(topic)[partition].isrs)
+        except Exception:  # no answer this time: say nothing changed
+            return sorted(self.nodes)
 
     def wait_leader_not(self, topic: str, partition: int, old: int,
                         timeout_s: float = WAIT_S) -> int:
@@ -398,7 +418,211 @@ def latency(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> dict[st
     return result
 
 
-# --- failover -----------------------------------------------------------------------------
+# --- failover ---------------------------------------------------------------------------
+class FailoverProducer:
+    """Sends acks=all records round the partitions at a fixed rate and records, per
+    partition, the wall-clock time of every acknowledgement and every failed send.
+    Two kinds: librdkafka (confluent-kafka, `message.timeout.ms` set to the Java
+    client's `delivery.timeout.ms`, its default retries) and Kafka's own Java client
+    through kafka-verifiable-producer.sh with the Java client's defaults (retries and
+    idempotence on: the tool's own retries=0 is overridden with Kafka's default)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float,
+                 kind: str, extra: dict[str, str], workdir: Path,
+                 max_messages: int = -1) -> None:
+        self.bootstrap, self.topic, self.partitions, self.rate = bootstrap, topic, partitions, rate
+        self.kind, self.extra, self.workdir, self.max_messages = kind, extra, workdir, max_messages
+        self.acks: dict[int, list[float]] = {p: [] for p in range(partitions)}
+        self.failures: list[str] = []
+        # (sent at, send -> acknowledgement): librdkafka only, the Java tool does not say
+        # when it sent
+        self.latencies: list[tuple[float, float]] = []
+        self.sent = 0
+        self.lock = threading.Lock()
+        self.stop_event = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> FailoverProducer:
+        target = self._run_java if self.kind == "java" else self._run_librdkafka
+        self.thread = threading.Thread(target=target, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # the tool closes its producer: flushes
+        if self.thread is not None:
+            self.thread.join(WAIT_S * 2)
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+
+    def done(self) -> bool:
+        return self.thread is not None and not self.thread.is_alive()
+
+    def acked(self) -> int:
+        with self.lock:
+            return sum(len(a) for a in self.acks.values())
+
+    def first_ack_after(self, partition: int, since: float) -> float | None:
+        with self.lock:
+            return next((a for a in self.acks[partition] if a > since), None)
+
+    def _record(self, partition: int, at: float, error: str | None,
+                sent: float | None = None) -> None:
+        with self.lock:
+            if error is None:
+                self.acks[partition].append(at)
+                if sent is not None:
+                    self.latencies.append((sent, at - sent))
+            else:
+                self.failures.append(error)
+
+    def _run_librdkafka(self) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
+                             "linger.ms": 0, "message.timeout.ms": 120000, "log_level": 0,
+                             **self.extra})
+
+        def reporter(partition: int) -> Any:
+            sent = time.time()
+
+            def report(err: Any, _message: Any) -> None:
+                now = time.time()
+                self._record(partition, now, None if err is None else str(err), sent)
+            return report
+
+        interval = 1.0 / self.rate
+        while not self.stop_event.is_set() and self.sent != self.max_messages:
+            partition = self.sent % self.partitions
+            self.sent += 1
+            producer.produce(self.topic, b"f" * KiB, partition=partition,
+                             on_delivery=reporter(partition))
+            producer.poll(interval)
+        producer.flush(WAIT_S * 2)
+
+    def _run_java(self) -> None:
+        home = os.environ.get("KAFKA_HOME", "")
+        if not home:
+            raise RuntimeError("--producer java needs KAFKA_HOME")
+        config = self.workdir / f"producer-{self.topic}.properties"
+        # Kafka's defaults (the tool sets retries=0 unless its config says otherwise)
+        settings = {"retries": "2147483647", **self.extra}
+        config.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        # keys 0..29 hash (murmur2) onto all three partitions, so each gets traffic
+        cmd = [str(Path(home) / "bin" / "kafka-verifiable-producer.sh"), "--topic", self.topic,
+               "--bootstrap-server", self.bootstrap, "--acks", "-1",
+               "--throughput", str(int(self.rate)), "--max-messages", str(self.max_messages),
+               "--repeating-keys", "30", "--producer.config", str(config)]
+        env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m",
+               "KAFKA_JVM_PERFORMANCE_OPTS": "-XX:+UseSerialGC -Djava.awt.headless=true",
+               "LOG_DIR": str(self.workdir)}
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                     stderr=open(self.workdir / "producer.err", "ab"),  # noqa: SIM115
+                                     stdin=subprocess.DEVNULL, env=env)
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            text = line.decode(errors="replace").strip()
+            if not text.startswith("{"):
+                continue
+            try:
+                event = json.loads(text)
+            except ValueError:
+                continue
+            name = event.get("name")
+            if name == "producer_send_success":
+                self.sent += 1
+                self._record(int(event["partition"]), event["timestamp"] / 1000, None)
+            elif name == "producer_send_error":
+                self.sent += 1
+                self._record(-1, event["timestamp"] / 1000,
+                             f"{event.get('exception')}: {event.get('message')}")
+        self.proc.wait()
+
+    def summary(self, since: float) -> dict[str, Any]:
+        """Sends and failures; the slowest acknowledgement (librdkafka) and how many took
+        longer than the request timeout; the longest pauses between acknowledgements of
+        a partition from `since` on (the stalls the client saw)."""
+        with self.lock:
+            slowest = max(self.latencies, key=lambda s: s[1], default=None)
+            gaps = []
+            for times in self.acks.values():
+                after = [t for t in times if t >= since]
+                gaps.extend(b - a for a, b in zip(after, after[1:], strict=False))
+            return {"producer": self.kind, "started_at": round(since, 2),
+                    "sends": sum(len(a) for a in self.acks.values()) + len(self.failures),
+                    "failed_sends": len(self.failures), "first_failures": self.failures[:3],
+                    "slowest_ack_s": None if slowest is None else round(slowest[1], 2),
+                    "slowest_ack_sent_at_s": None if slowest is None else round(
+                        slowest[0] - since, 2),
+                    "acks_over_request_timeout": None if slowest is None else sum(
+                        1 for _, v in self.latencies if v > REQUEST_TIMEOUT_S),
+                    "longest_ack_gaps_s": [round(g, 2) for g in
+                                           sorted(gaps, reverse=True)[:10]]}
+
+
+def stop_broker(cluster: Cluster | StockKafkaCluster, broker_id: int) -> None:
+    """SIGTERM (a controlled shutdown) and wait for the exit."""
+    if isinstance(cluster, StockKafkaCluster):
+        cluster.nodes[broker_id].app.stop()
+    else:
+        cluster.brokers[broker_id].stop()
+
+
+def pick_victim(cluster: Cluster | StockKafkaCluster, topic: str, partitions: int,
+                controller_too: bool) -> tuple[int, int, int | None] | None:
+    """(partition, its leader, the controller): a leader that is not the controller, or
+    (controller_too) the controller leading a partition; None when there is none."""
+    controller = cluster.controller()
+    leaders = {p: cluster.leader(topic, p) for p in range(partitions)}
+    choice = [p for p, b in leaders.items() if (b == controller) == controller_too]
+    if not choice:
+        print(f"leaders {leaders}, controller {controller}: no partition to kill for this "
+              f"mode", flush=True)
+        return None
+    return choice[0], leaders[choice[0]], controller
+
+
+def kill_and_measure(cluster: Cluster | StockKafkaCluster, producer: FailoverProducer,
+                     topic: str, partitions: int, controller_too: bool, label: str
+                     ) -> dict[str, Any] | None:
+    """kill -9 a leader; time the new leader and the first acknowledged write; restart
+    the dead broker and wait for full ISRs."""
+    picked = pick_victim(cluster, topic, partitions, controller_too)
+    if picked is None:
+        return None
+    partition, victim, controller = picked
+    cluster.kill(victim)
+    killed = time.time()
+    new = cluster.wait_leader_not(topic, partition, victim, WAIT_S)
+    elected = time.time() - killed
+    # the partitions it followed: acks=all with min.insync.replicas=2 goes on once it is
+    # out of their ISRs (polled after the new leader, so never less than that)
+    wait_for(lambda: all(victim not in cluster.isr(topic, p) for p in range(partitions)),
+             WAIT_S * 2, f"broker {victim} out of every ISR", poll_s=0.05)
+    out_of_isrs = time.time() - killed
+    # reports of answers read before the kill arrive within milliseconds of it
+    first = wait_for(lambda: producer.first_ack_after(partition, killed + 0.1),
+                     WAIT_S * 2, "an acknowledgement from the new leader")
+    row = {"killed": victim, "killed_at": round(killed, 2),
+           "was_controller": victim == controller, "partition": partition,
+           "new_leader": new, "new_leader_s": round(elected, 2),
+           "out_of_every_isr_s": round(out_of_isrs, 2), "first_ack_s": round(first - killed, 2)}
+    print(f"{label}: killed broker {victim} (leader of {topic}-{partition}"
+          f"{', the controller' if row['was_controller'] else ''}); broker {new} named "
+          f"after {row['new_leader_s']}s, out of every ISR after {row['out_of_every_isr_s']}s, "
+          f"first acknowledged write after "
+          f"{row['first_ack_s']}s", flush=True)
+    restarted = time.time()
+    cluster.restart(victim)  # returns once it serves
+    row["restart_to_serving_s"] = round(time.time() - restarted, 2)
+    cluster.wait_full_isr(topic, partitions, WAIT_S * 2)
+    row["restart_to_full_isr_s"] = round(time.time() - restarted, 2)
+    print(f"{label}: broker {victim} restarted: serving after {row['restart_to_serving_s']}s, "
+          f"back in every ISR after {row['restart_to_full_isr_s']}s", flush=True)
+    return row
+
+
 def failover(cluster: Cluster | StockKafkaCluster, args: argparse.Namespace
              ) -> list[dict[str, Any]]:
     """Each round kills the leader of one of three partitions: one that is not the
@@ -407,115 +631,84 @@ def failover(cluster: Cluster | StockKafkaCluster, args: argparse.Namespace
     partitions = 3
     topic = f"fo-{uuid.uuid4().hex[:8]}"
     cluster.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
-    acks: dict[int, list[float]] = {p: [] for p in range(partitions)}
-    failures: list[str] = []  # delivery reports with an error: records the producer lost
-    # send -> delivery report of every acknowledged record: one over the producer's
-    # request.timeout.ms (30 s, the acks=all request's timeout_ms) was in a request the
-    # broker held past its timeout, or in one retried after such a request
-    latencies: list[float] = []
-    lock = threading.Lock()
-    stop = threading.Event()
-
-    def produce() -> None:
-        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                             "linger.ms": 0, "message.timeout.ms": 120000, "log_level": 0,
-                             **dict(args.failover_producer_config)})
-
-        def reporter(partition: int) -> Any:
-            sent = time.monotonic()
-
-            def report(err: Any, _message: Any) -> None:
-                now = time.monotonic()
-                with lock:
-                    if err is None:
-                        acks[partition].append(now)
-                        latencies.append(now - sent)
-                    else:
-                        failures.append(str(err))
-            return report
-
-        interval = 1.0 / args.failover_rate
-        turn = 0
-        while not stop.is_set():
-            partition = turn % partitions
-            turn += 1
-            producer.produce(topic, b"f" * KiB, partition=partition,
-                             on_delivery=reporter(partition))
-            producer.poll(interval)
-        producer.flush(WAIT_S)
-
-    def first_ack_after(partition: int, since: float) -> float | None:
-        with lock:
-            return next((a for a in acks[partition] if a > since), None)
-
-    thread = threading.Thread(target=produce, daemon=True)
-    thread.start()
-    rows = []
-    try:
-        wait_for(lambda: all(len(a) > 20 for a in acks.values()), WAIT_S,
-                 "the producer to get going")
-        for round_ in range(args.rounds):
-            controller = cluster.controller()
-            leaders = {p: cluster.leader(topic, p) for p in range(partitions)}
-            choice = [p for p, b in leaders.items()
-                      if (b == controller) == args.kill_controller]
-            if not choice:
-                # no partition led by (or apart from) the controller: move on
-                print(f"failover {round_}: leaders {leaders}, controller {controller}: no "
-                      f"partition to kill for this mode; skipped", flush=True)
-                continue
-            partition = choice[0]
-            victim = leaders[partition]
-            cluster.kill(victim)
-            killed = time.monotonic()
-            new = cluster.wait_leader_not(topic, partition, victim, WAIT_S)
-            elected = time.monotonic() - killed
-            # reports of answers read before the kill arrive within milliseconds of it
-            first = wait_for(lambda p=partition, since=killed + 0.1: first_ack_after(p, since),
-                             WAIT_S, "an acknowledgement from the new leader")
-            row = {"round": round_, "killed": victim, "was_controller": victim == controller,
-                   "partition": partition, "new_leader": new,
-                   "leader_in_zookeeper_s": round(elected, 2),
-                   "first_ack_s": round(first - killed, 2)}
-            print(f"failover {round_}: killed broker {victim} (leader of {topic}-{partition}"
-                  f"{', the controller' if row['was_controller'] else ''}); broker {new} named "
-                  f"after {row['leader_in_zookeeper_s']}s, first acknowledged write after "
-                  f"{row['first_ack_s']}s", flush=True)
-            rows.append(row)
-            restarted = time.monotonic()
-            cluster.restart(victim)  # returns once it answers ApiVersions
-            row["restart_to_serving_s"] = round(time.monotonic() - restarted, 2)
-            cluster.wait_full_isr(topic, partitions, WAIT_S)
-            row["restart_to_full_isr_s"] = round(time.monotonic() - restarted, 2)
-            print(f"failover {round_}: broker {victim} restarted: serving after "
-                  f"{row['restart_to_serving_s']}s, back in every ISR after "
-                  f"{row['restart_to_full_isr_s']}s", flush=True)
-            # the producer reconnects to the restarted broker on its own schedule
-            # (librdkafka backs off up to reconnect.backoff.max.ms, 10 s by default): the
-            # next kill starts from a client that is connected again
-            time.sleep(args.settle)
-    finally:
-        stop.set()
-        thread.join(WAIT_S)
-    sent = sum(len(a) for a in acks.values()) + len(failures)
-    slowest = max(latencies, default=0.0)
-    over = sum(1 for v in latencies if v > REQUEST_TIMEOUT_S)
-    print(f"failover: {len(failures)} of {sent} sends failed"
-          + (f" (first: {failures[0]})" if failures else "")
-          + f"; slowest acknowledgement {slowest:.2f}s, {over} over the "
-          f"{REQUEST_TIMEOUT_S:.0f}s request timeout", flush=True)
+    with tempfile.TemporaryDirectory(prefix="failover-producer-") as tmp:
+        producer = FailoverProducer(cluster.bootstrap, topic, partitions, args.failover_rate,
+                                    args.producer, dict(args.failover_producer_config),
+                                    Path(tmp)).start()
+        started = time.time()
+        rows = []
+        try:
+            wait_for(lambda: all(len(a) > 20 for a in producer.acks.values()), WAIT_S * 2,
+                     "the producer to get going")
+            for round_ in range(args.rounds):
+                row = kill_and_measure(cluster, producer, topic, partitions,
+                                       args.kill_controller, f"failover {round_}")
+                if row is not None:
+                    rows.append({"round": round_, **row})
+                # the producer reconnects to the restarted broker on its own schedule
+                # (librdkafka backs off up to reconnect.backoff.max.ms, 10 s by default): the
+                # next kill starts from a client that is connected again
+                time.sleep(args.settle)
+        finally:
+            producer.stop()
+        summary = producer.summary(started)
+    print(f"failover: {summary}", flush=True)
     if rows:
-        rows[-1]["failed_sends_in_run"] = len(failures)
-        rows[-1]["sends_in_run"] = sent
-        rows[-1]["slowest_ack_s"] = round(slowest, 2)
-        rows[-1]["acks_over_request_timeout"] = over
+        rows[-1].update(summary)
     return rows
+
+
+def verifiable(cluster: Cluster | StockKafkaCluster, args: argparse.Namespace
+               ) -> dict[str, Any]:
+    """The issue's fault run: a producer sends `--verifiable-messages` acks=all records
+    at `--verifiable-rate`/s while the cluster goes through five kill -9s (leaders that
+    are not the controller and the controller leading a partition, in turn, each
+    restarted at once) and then a rolling restart (SIGTERM, start, full ISRs, broker by
+    broker). Counted: failed sends, and the longest pauses between acknowledgements."""
+    partitions = 3
+    topic = f"vp-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, partitions, 3, {"min.insync.replicas": "2"})
+    with tempfile.TemporaryDirectory(prefix="verifiable-producer-") as tmp:
+        producer = FailoverProducer(cluster.bootstrap, topic, partitions, args.verifiable_rate,
+                                    args.producer, dict(args.failover_producer_config),
+                                    Path(tmp), max_messages=args.verifiable_messages).start()
+        started = time.time()
+        kills = []
+        try:
+            wait_for(lambda: all(len(a) > 20 for a in producer.acks.values()), WAIT_S * 2,
+                     "the producer to get going")
+            for i in range(5):
+                row = kill_and_measure(cluster, producer, topic, partitions, i % 2 == 1,
+                                       f"verifiable kill {i}")
+                if row is None:  # no partition for that mode now: the other one
+                    row = kill_and_measure(cluster, producer, topic, partitions, i % 2 == 0,
+                                           f"verifiable kill {i}")
+                if row is not None:
+                    kills.append(row)
+            for broker_id in sorted(cluster.brokers):
+                stopped = time.time()
+                stop_broker(cluster, broker_id)
+                cluster.restart(broker_id)
+                cluster.wait_full_isr(topic, partitions, WAIT_S * 2)
+                print(f"verifiable: broker {broker_id} restarted (SIGTERM) and back in every "
+                      f"ISR after {time.time() - stopped:.2f}s", flush=True)
+            wait_for(producer.done, args.verifiable_messages / args.verifiable_rate + WAIT_S * 4,
+                     "the producer to send every record")
+        finally:
+            producer.stop()
+        result = {"messages": args.verifiable_messages, "rate": args.verifiable_rate,
+                  "kills": kills, "seconds": round(time.time() - started, 1),
+                  **producer.summary(started)}
+    print(f"verifiable: {result['failed_sends']} of {result['sends']} sends failed; longest "
+          f"pauses between acknowledgements {result['longest_ack_gaps_s']}", flush=True)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["throughput", "latency", "failover"], action="append",
+    ap.add_argument("--only", choices=["throughput", "latency", "failover", "verifiable"],
+                    action="append",
                     help="run only this part (repeatable); default all")
     ap.add_argument("--records", type=int, default=300_000,
                     help="1 KiB records per throughput run (default 300,000 = 307 MB)")
@@ -536,7 +729,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="failover: seconds between a restart's full ISR and the next kill")
     ap.add_argument("--failover-producer-config", action="append", default=[],
                     type=lambda kv: tuple(kv.split("=", 1)), metavar="KEY=VALUE",
-                    help="failover: extra librdkafka setting of the producer (repeatable)")
+                    help="failover/verifiable: extra setting of the producer (repeatable)")
+    ap.add_argument("--producer", choices=["librdkafka", "java"], default="librdkafka",
+                    help="failover/verifiable: confluent-kafka, or Kafka's Java client with "
+                         "its defaults through kafka-verifiable-producer.sh (KAFKA_HOME)")
+    ap.add_argument("--verifiable-messages", type=int, default=200_000,
+                    help="verifiable: records to send (default 200,000, as in the issue)")
+    ap.add_argument("--verifiable-rate", type=float, default=1000.0,
+                    help="verifiable: records per second")
     ap.add_argument("--timeout", type=float, default=300.0, help="bound of one produce run")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="extra broker setting (repeatable)")
@@ -589,6 +789,8 @@ def run_parts(cluster: Cluster | StockKafkaCluster, args: argparse.Namespace,
         results["latency"] = latency(cluster, args)
     if "failover" in parts:
         results["failover"] = failover(cluster, args)
+    if "verifiable" in parts:
+        results["verifiable"] = verifiable(cluster, args)
 
 
 def run_stock_kafka(args: argparse.Namespace, parts: list[str]) -> int:
