@@ -26,7 +26,9 @@
 //! fsynced, renamed over the file and the directory fsynced, so the file is
 //! always one whole version. A new entry is written before the batches that
 //! carry it (as Kafka does), so after a crash the file may hold entries past
-//! the recovered log end: opening the log truncates them away.
+//! the recovered log end: opening the log truncates them away. That cut (and
+//! a cache rebuilt at open) is written with the log's next flush, not at once
+//! (`defer_flush`): a crash before then makes the same cut again.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -110,6 +112,9 @@ pub struct LeaderEpochCache {
     path: PathBuf,
     /// Ascending by epoch and by start offset.
     entries: Vec<EpochEntry>,
+    /// Memory differs from the file by a change whose write may wait (see
+    /// [`LeaderEpochCache::defer_flush`]).
+    unflushed: bool,
 }
 
 impl LeaderEpochCache {
@@ -118,6 +123,7 @@ impl LeaderEpochCache {
         LeaderEpochCache {
             path: dir.join(CHECKPOINT_FILE),
             entries: Vec::new(),
+            unflushed: false,
         }
     }
 
@@ -252,8 +258,29 @@ impl LeaderEpochCache {
         }
     }
 
+    /// Leaves a change for a later [`LeaderEpochCache::flush`] (or
+    /// [`LeaderEpochCache::flush_if_deferred`]) to write, as Kafka's
+    /// `truncateFromEndAsyncFlush` / `truncateFromStartAsyncFlush` do for the
+    /// cuts made while a log is loaded: for those only, because they are made
+    /// again from the same files if the process dies before the write (the
+    /// file may hold entries past the log end, never miss one: every new entry
+    /// is written at once). A restart after a kill -9 otherwise spent two
+    /// fsyncs per partition rewriting the files of logs that led an epoch
+    /// with no record yet.
+    pub fn defer_flush(&mut self) {
+        self.unflushed = true;
+    }
+
+    /// Writes the file when a change was deferred.
+    pub fn flush_if_deferred(&mut self) -> Result<()> {
+        if self.unflushed {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
     /// Writes the file atomically (tmp, fsync, rename, fsync of the dir).
-    pub fn flush(&self) -> Result<()> {
+    pub fn flush(&mut self) -> Result<()> {
         let mut tmp = self.path.as_os_str().to_owned();
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
@@ -266,6 +293,7 @@ impl LeaderEpochCache {
         if let Some(dir) = self.path.parent() {
             File::open(dir)?.sync_all()?;
         }
+        self.unflushed = false;
         Ok(())
     }
 }

@@ -637,6 +637,8 @@ impl Log {
         for f in std::mem::take(&mut self.unsynced_snapshots) {
             f.sync_all()?;
         }
+        // the leader-epoch cache cut or rebuilt at open
+        self.epochs.flush_if_deferred()?;
         self.recovery_point = self.log_end_offset;
         Ok(())
     }

@@ -207,8 +207,8 @@ impl Log {
         Ok(self.epochs.end_offset_for(epoch, self.log_end_offset))
     }
 
-    /// Loads the cache on open (see the module doc) and writes it back when
-    /// it was rebuilt or cut.
+    /// Loads the cache on open (see the module doc); when it was rebuilt or
+    /// cut, the file is written with the log's next flush, not here.
     pub(crate) fn load_leader_epochs(&mut self) -> Result<()> {
         let last_epoch = self.last_batch()?.map(|h| h.partition_leader_epoch);
         let loaded = match LeaderEpochCache::load(&self.dir) {
@@ -225,7 +225,9 @@ impl Log {
         let cut = cache.truncate_from_end(self.log_end_offset);
         let moved = cache.truncate_from_start(self.log_start_offset);
         if rebuilt || cut || moved {
-            cache.flush()?;
+            // what the next open would rebuild or cut again from the same files:
+            // written with the log's next flush (or the next new entry)
+            cache.defer_flush();
         }
         self.epochs = cache;
         Ok(())

@@ -403,10 +403,40 @@ fn epoch_cache_survives_reopen_crash_and_torn_tail() {
         .unwrap()
         .set_len(0)
         .unwrap();
-    let log = open(dir.path());
+    let mut log = open(dir.path());
     assert!(log.log_end_offset() <= 10, "{}", log.log_end_offset());
     assert_eq!(epochs(&log), vec![(0, 0), (2, 5)]);
+    // the cuts made at open are written with the log's next flush, not at open
+    // (Kafka's truncateFromEndAsyncFlush): every open after a kill above made
+    // the same cut again from the file the last entry assigned left
+    assert_eq!(checkpoint(dir.path()), "0\n4\n0 0\n2 5\n5 10\n6 15\n");
+    log.flush().unwrap();
     assert_eq!(checkpoint(dir.path()), "0\n2\n0 0\n2 5\n");
+}
+
+#[test]
+fn open_cut_is_written_by_close_and_made_again_after_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    log.append(&batch(3, 100, -1, -1), 0, NOW).unwrap();
+    // leader at epoch 4 that wrote nothing before it died
+    log.assign_leader_epoch(4, 3).unwrap();
+    drop(log);
+    let stale = "0\n2\n0 0\n4 3\n";
+    assert_eq!(checkpoint(dir.path()), stale);
+    for _ in 0..2 {
+        let log = open(dir.path());
+        assert_eq!(epochs(&log), vec![(0, 0)]);
+        drop(log); // killed again before any flush: the file is as it was
+        assert_eq!(checkpoint(dir.path()), stale);
+    }
+    let mut log = open(dir.path());
+    log.close().unwrap();
+    assert_eq!(checkpoint(dir.path()), "0\n1\n0 0\n");
+    // a new entry writes the whole cache at once, as before
+    let mut log = open(dir.path());
+    log.assign_leader_epoch(5, 3).unwrap();
+    assert_eq!(checkpoint(dir.path()), "0\n2\n0 0\n5 3\n");
 }
 
 #[test]
@@ -431,9 +461,10 @@ fn epoch_cache_is_rebuilt_from_batches_when_missing_or_stale() {
             None => std::fs::remove_file(dir.path().join(CHECKPOINT_FILE)).unwrap(),
             Some(s) => std::fs::write(dir.path().join(CHECKPOINT_FILE), s).unwrap(),
         }
-        let log = open_with(dir.path(), config(1500, false), true);
-        assert_eq!(checkpoint(dir.path()), want, "{stale:?}");
+        let mut log = open_with(dir.path(), config(1500, false), true);
         assert_eq!(log.latest_epoch(), Some(7));
+        log.close().unwrap();
+        assert_eq!(checkpoint(dir.path()), want, "{stale:?}");
     }
 }
 
