@@ -43,11 +43,13 @@ def tool(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return result
 
 
-def produce(cluster: Cluster, topic: str, counts: dict[int, int], batch: int = 10000) -> None:
+def produce(cluster: Cluster, topic: str, counts: dict[int, int], batch: int = 10000,
+            in_flight: int = 5) -> None:
     """`counts[p]` records of 100 bytes into partition p, acks=all, at most `batch`
-    records per batch."""
+    records per batch and `in_flight` requests in flight per connection."""
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
-                         "linger.ms": 5, "batch.num.messages": batch})
+                         "linger.ms": 5, "batch.num.messages": batch,
+                         "max.in.flight.requests.per.connection": in_flight})
     failures: list[object] = []
     for partition, count in counts.items():
         for i in range(count):
@@ -187,7 +189,10 @@ def test_dynamic_broker_configs_apply_without_restart(tools_cluster: Cluster) ->
                    "log.segment.bytes=4096, DEFAULT_CONFIG:log.segment.bytes=1073741824}"]
     assert tool(*base, "--entity-name", "1", "--describe").stdout == (
         "Dynamic configs for broker 1 are:\n")
-    produce(tools_cluster, "rolling", {0: 200}, batch=10)  # 20 batches of about 1 KiB
+    # 20 batches of about 1 KiB, one request at a time: a follower appends what one fetch
+    # brings into one segment (as Kafka's does), and requests pipelined behind a waiting
+    # acks=all produce reach it in one fetch
+    produce(tools_cluster, "rolling", {0: 200}, batch=10, in_flight=1)
     directory = {b: tools_cluster.brokers[b].data_dir / "rolling-0" for b in tools_cluster.brokers}
     wait_for(lambda: len(list(directory[2].glob("*.log"))) > 3,
              what="broker 2 to roll segments at its dynamic log.segment.bytes")
