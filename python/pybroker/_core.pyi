@@ -357,6 +357,11 @@ class PartitionLog:
         """Flush, trim the active segment's indexes to their entries, release files.
         Idempotent; afterwards the properties keep their last values and other
         methods raise StorageError."""
+    def abandon(self) -> None:
+        """Stop using the log of a deleted topic: nothing is flushed or written, and
+        every later method raises StorageError as after close(). Its files are never
+        reopened by path, so nothing late lands in a topic created again under the
+        same name. Waits for an append in progress on another thread. Idempotent."""
 
 @final
 class FetchedPartition:

@@ -192,6 +192,9 @@ class Partition:
 
     def abandon(self) -> None:
         """Stop using a log whose topic is deleted, without flushing it or writing its
-        producer snapshot (close() would, by path, into a dir about to go): its files
-        are released once the last reference to the log is."""
+        producer snapshot (close() would, by path, into a dir about to go). The Rust
+        log refuses every later call: a produce or fetch still holding this partition
+        would otherwise reopen an evicted segment file by path, which after the topic
+        is created again is the new topic's file."""
         self.closed = True
+        self.log.abandon()

@@ -651,6 +651,12 @@ impl PartitionLog {
         release(py, || self.lock().close())
     }
 
+    /// Stop using a deleted topic's log without writing anything; see the .pyi.
+    fn abandon(&self, py: Python<'_>) {
+        // the lock waits for an append in progress on another thread
+        py.allow_threads(|| self.lock().abandon())
+    }
+
     fn __repr__(&self) -> String {
         let l = self.lock();
         format!(

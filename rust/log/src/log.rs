@@ -663,6 +663,22 @@ impl Log {
         Ok(())
     }
 
+    /// Stops using the log of a deleted topic at once, writing nothing: every
+    /// later call fails as after `close`, and its segment files leave the
+    /// open-file cache. The cache reopens an evicted file by its path, so a
+    /// late append, flush or truncation of this log would otherwise land in
+    /// whatever log a topic created again under the name keeps at that path.
+    /// Idempotent.
+    pub fn abandon(&mut self) {
+        if self.closed {
+            return;
+        }
+        self.closed_stats = (self.size_bytes(), self.segment_count());
+        self.closed = true;
+        self.segments.clear();
+        self.unsynced_snapshots.clear();
+    }
+
     /// Removes every record at or after `offset` (replica truncation). The
     /// cut is at the start of the batch holding `offset`, so the new log end
     /// offset is that batch's base offset (== `offset` on batch boundaries).
