@@ -370,10 +370,14 @@ class Controller:
                    if offline.get(key) != self._offline.get(key)}
         self._offline = offline
         if changed and self.lease is not None:
-            log.warning("controller: replicas on failed log dirs: %s; their partitions get "
-                        "other leaders and they leave the ISRs until their broker restarts",
-                        ", ".join(f"{t}-{p} on {sorted(b)}"
-                                  for (t, p), b in sorted(offline.items())) or "none")
+            if offline:
+                log.warning("controller: replicas on failed log dirs: %s; their partitions "
+                            "get other leaders and they leave the ISRs until their broker "
+                            "restarts", ", ".join(f"{t}-{p} on {sorted(b)}"
+                                                  for (t, p), b in sorted(offline.items())))
+            else:
+                log.info("controller: no replica is on a failed log dir any more (their "
+                         "brokers restarted or left); they may lead and join ISRs again")
             self._enqueue(sorted({topic for topic, _ in changed} & self._topics.keys()))
 
     def _live_for(self, live: set[int], key: Partition) -> set[int]:
