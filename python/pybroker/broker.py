@@ -63,6 +63,24 @@ REGISTER_RETRY_S = 0.5
 SESSION_FILE = "zookeeper.session"
 
 
+class StartupPhases:
+    """How long each start-up phase took, for the one "started in" line: where a slow
+    start (thousands of logs, a loaded machine) spends its time."""
+
+    def __init__(self) -> None:
+        self.started = self.last = time.monotonic()
+        self.phases: list[tuple[str, float]] = []
+
+    def done(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases.append((name, now - self.last))
+        self.last = now
+
+    def __str__(self) -> str:
+        each = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in self.phases)
+        return f"{self.last - self.started:.2f} s ({each})"
+
+
 def _txn_leadership(txn: TransactionCoordinator, replicas: ReplicaManager, index: int,
                     leads: bool) -> None:
     partition = replicas.get(TRANSACTION_STATE_TOPIC, index)
@@ -113,15 +131,18 @@ class Broker:
         locks: list[DirLock] = []
         backend: CoordinationBackend | None = None
         logs: LogManager | None = None
+        phases = StartupPhases()
         try:
             # before anything in a data dir is read or written (the embedded store's file
             # is in the first one): a second broker on a live broker's dirs stops here
             locks = lock_dirs(self.config.log_dirs)
             backend = open_backend(self.config)
             await backend.start()
+            phases.done("coordination store")
             logs = LogManager(self.config, backend.cluster_id)
             logs.startup()
-            await self._run(backend, logs, sockets, task_status)
+            phases.done("log dirs")
+            await self._run(backend, logs, sockets, task_status, phases)
         finally:
             for sock in sockets:
                 sock.close()
@@ -137,7 +158,8 @@ class Broker:
             release_all(locks)  # last: the shutdown's writes are still under the lock
 
     async def _run(self, backend: CoordinationBackend, logs: LogManager,
-                   sockets: list[socket.socket], task_status: Any) -> None:
+                   sockets: list[socket.socket], task_status: Any,
+                   phases: StartupPhases) -> None:
         config, broker_id = self.config, self.broker_id
         metadata = MetadataCache(backend.cluster_id)
         fetchers = ReplicaFetcherManager(broker_id, metadata, config)
@@ -189,8 +211,11 @@ class Broker:
         backend.on_session_lost(replicas.fence)
         await broker_configs.start()
         await group_configs.start()
+        phases.done("configs")
         await listener.start()
+        phases.done("metadata and logs")
         await self._register(backend)
+        phases.done("registration")
 
         from pybroker.server.dispatch import Dispatcher
         from pybroker.server.gc_policy import freeze_startup_heap
@@ -211,6 +236,7 @@ class Broker:
                 # a single node is its controller before it serves (its first election
                 # writes the controller epoch, on a worker thread)
                 await tg.start(controller.run)
+                phases.done("controller")
                 for sock, item in zip(sockets, self.listeners, strict=True):
                     tg.start_soon(server.accept_loop, tg, sock, item)
                 tg.start_soon(server.run)
@@ -228,6 +254,8 @@ class Broker:
                     log.info("listening on %s://%s:%d", item.name, item.host or "0.0.0.0", port)
                 # the long-lived startup heap leaves the GC's walks (tail latency)
                 freeze_startup_heap()
+                phases.done("listeners")
+                log.info("started in %s", phases)
                 task_status.started(self.bound_ports)
                 await self._stop.wait()
                 if config["controlled.shutdown.enable"]:

@@ -20,7 +20,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from pybroker import __version__
 from pybroker.config import BrokerConfig, ConfigError
 
 if TYPE_CHECKING:
@@ -37,10 +36,30 @@ EXIT_CONFIG = 2
 EXIT_STARTUP = 1
 
 
-def build_parser() -> argparse.ArgumentParser:
+class VersionAction(argparse.Action):
+    """--version (argparse's, but the version is looked up only when asked for: see
+    pybroker.__getattr__)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS,
+                 help: str = "show program's version number and exit") -> None:  # noqa: A002
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        import pybroker
+
+        print(f"pybroker {pybroker.__version__}")
+        parser.exit()
+
+
+def build_parser(tools: bool = True) -> argparse.ArgumentParser:
+    """The command line: `serve` and, with `tools`, every tool's subcommand (importing
+    the tools brings in the Kafka client library: a broker's start, which has no use
+    for them, skips them)."""
     parser = argparse.ArgumentParser(
         prog="pybroker", description="A Kafka-protocol broker with a Rust log engine.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=VersionAction)
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run a broker")
     serve.add_argument("properties", nargs="?", help="server.properties file (Kafka's names)")
@@ -48,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="set a config key, overriding the properties file")
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARN, ERROR")
     serve.set_defaults(run=serve_command)
-    for tool in discover_tools():
+    for tool in discover_tools() if tools else ():
         sub = commands.add_parser(tool.COMMAND, help=tool.HELP, description=tool.HELP)
         tool.add_arguments(sub)
         sub.add_argument("--log-level", default=None,
@@ -62,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--verbose", action="store_true",
                              help="also show the Kafka client's (librdkafka's) own log lines")
         # as Kafka's scripts take it
-        sub.add_argument("--version", action="version", version=f"pybroker {__version__}")
+        sub.add_argument("--version", action=VersionAction)
         sub.set_defaults(run=tool.run)
     return parser
 
@@ -167,7 +186,8 @@ def _backend_options() -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(tools=argv[:1] != ["serve"]).parse_args(argv)
     explicit = args.log_level is not None
     name = (args.log_level or "WARNING").upper()
     level = LOG_LEVELS.get(name)
