@@ -53,10 +53,11 @@ class VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser(tools: bool = True) -> argparse.ArgumentParser:
-    """The command line: `serve` and, with `tools`, every tool's subcommand (importing
+def build_parser(tools: bool = True, command: str | None = None) -> argparse.ArgumentParser:
+    """The command line: `serve` and, with `tools`, the tools' subcommands (importing
     the tools brings in the Kafka client library: a broker's start, which has no use
-    for them, skips them)."""
+    for them, skips them); given the `command` to be run, only its tool (see
+    discover_tools)."""
     parser = argparse.ArgumentParser(
         prog="pybroker", description="A Kafka-protocol broker with a Rust log engine.")
     parser.add_argument("--version", action=VersionAction)
@@ -67,7 +68,7 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
                        help="set a config key, overriding the properties file")
     serve.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARN, ERROR")
     serve.set_defaults(run=serve_command)
-    for tool in discover_tools() if tools else ():
+    for tool in discover_tools(command) if tools else ():
         sub = commands.add_parser(tool.COMMAND, help=tool.HELP, description=tool.HELP)
         tool.add_arguments(sub)
         sub.add_argument("--log-level", default=None,
@@ -86,14 +87,27 @@ def build_parser(tools: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
-def discover_tools() -> list[ModuleType]:
+def discover_tools(command: str | None = None) -> list[ModuleType]:
+    """The tool modules (pybroker/tools/<name>.py, COMMAND <name> with dashes). With
+    `command`, only its module when there is one: a tool's run imports what it uses and
+    no more (every tool together was half of a tool's 0.5 CPU s start, and
+    reassign-partitions --verify is run in a loop beside a move, on its cores). Without
+    one, or a misspelt one, all of them, so the usage lists every command."""
     import pybroker.tools
 
-    return [
-        importlib.import_module(f"pybroker.tools.{info.name}")
-        for info in sorted(pkgutil.iter_modules(pybroker.tools.__path__), key=lambda i: i.name)
-        if not info.name.startswith("_")
-    ]
+    names = sorted(info.name for info in pkgutil.iter_modules(pybroker.tools.__path__)
+                   if not info.name.startswith("_"))
+    if command is not None and command.replace("-", "_") in names:
+        tool = importlib.import_module(f"pybroker.tools.{command.replace('-', '_')}")
+        if tool.COMMAND == command:
+            return [tool]
+    return [importlib.import_module(f"pybroker.tools.{name}") for name in names]
+
+
+def _command(argv: list[str]) -> str | None:
+    """The subcommand `argv` names (its first argument: no option comes before it),
+    or None."""
+    return argv[0] if argv and not argv[0].startswith("-") else None
 
 
 def serve_command(args: argparse.Namespace) -> int:
@@ -187,7 +201,7 @@ def _backend_options() -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(tools=argv[:1] != ["serve"]).parse_args(argv)
+    args = build_parser(tools=argv[:1] != ["serve"], command=_command(argv)).parse_args(argv)
     explicit = args.log_level is not None
     name = (args.log_level or "WARNING").upper()
     level = LOG_LEVELS.get(name)

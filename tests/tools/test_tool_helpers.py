@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,22 @@ def test_every_tool_is_a_subcommand() -> None:
             "consumer-perf-test"} <= commands
     args = build_parser().parse_args(["topics", "--bootstrap-server", "h:1", "--list"])
     assert args.list and args.bootstrap_server == "h:1"
+
+
+def test_a_tool_run_imports_only_its_own_tool() -> None:
+    """`pybroker reassign-partitions ...` imports that tool's module and no other (every
+    tool together doubled a tool's start, and --verify is run in a loop while a move
+    runs); each tool module is named after its command, so every tool gets this."""
+    for tool in discover_tools():
+        assert tool.__name__ == "pybroker.tools." + tool.COMMAND.replace("-", "_")
+    probe = ("import contextlib, io, sys; from pybroker.cli import main\n"
+             "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+             "    main(sys.argv[1:])\n"
+             "print(sorted(m for m in sys.modules if m.startswith('pybroker.tools.') "
+             "and not m.rsplit('.', 1)[1].startswith('_')))")
+    done = subprocess.run([sys.executable, "-c", probe, "reassign-partitions", "--help"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "['pybroker.tools.reassign_partitions']"
 
 
 def test_pairs_and_properties(tmp_path: Path) -> None:
