@@ -181,10 +181,10 @@ def test_the_reader_stays_registered_while_read_and_goes_when_nobody_reads() -> 
                 with anyio.fail_after(10):
                     count = await sock.receive_into(memoryview(buf))
                 assert bytes(buf[:count]) == piece
-            assert sock._reader_loop is loop  # still registered between receives
+            assert sock._readable.registered  # still registered between receives
             await peer.send(b"unasked")
             with anyio.fail_after(10):
-                while sock._reader_loop is not None:
+                while sock._readable.registered:
                     await anyio.sleep(0.01)
             assert not loop.remove_reader(fd)
             with anyio.fail_after(10):

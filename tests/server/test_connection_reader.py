@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from pybroker.net.readable import ReadableWaiter
 from pybroker.server.connection import Connection
 
 uvloop = pytest.importorskip("uvloop")
@@ -34,14 +35,14 @@ def test_reader_stays_registered_while_reading_and_drops_when_nobody_reads(
     # the read is about to consume, which drops it (a cost, not a fault)
     broker_loop = loop_factory is uvloop.new_event_loop
     calls = 0
-    original = Connection._on_readable
+    original = ReadableWaiter._on_readable
 
-    def counting(self: Connection) -> None:
+    def counting(self: ReadableWaiter) -> None:
         nonlocal calls
         calls += 1
         original(self)
 
-    monkeypatch.setattr(Connection, "_on_readable", counting)
+    monkeypatch.setattr(ReadableWaiter, "_on_readable", counting)
 
     async def scenario() -> None:
         nonlocal calls
@@ -50,12 +51,12 @@ def test_reader_stays_registered_while_reading_and_drops_when_nobody_reads(
         try:
             reading = asyncio.ensure_future(conn.read_frame())
             await _turns()
-            assert conn._reader_loop is not None  # waiting: registered
+            assert conn._readable.registered  # waiting: registered
             peer.sendall(frame(b"first"))
             assert bytes(await asyncio.wait_for(reading, 5)) == b"first"
             if broker_loop:
                 # answered without dropping the registration: the next wait is free
-                assert conn._reader_loop is not None
+                assert conn._readable.registered
             # a request arrives while the connection is busy elsewhere (nobody reads):
             # at most a callback or two, then the socket is no longer watched, however
             # long it stays readable
@@ -63,19 +64,19 @@ def test_reader_stays_registered_while_reading_and_drops_when_nobody_reads(
             peer.sendall(frame(b"second"))
             await _turns(50)
             assert calls <= 2, f"{calls} callbacks for one unread request"
-            assert conn._reader_loop is None
+            assert not conn._readable.registered
             # the next read finds the bytes and registers again only when it must wait
             assert bytes(await asyncio.wait_for(conn.read_frame(), 5)) == b"second"
             reading = asyncio.ensure_future(conn.read_frame())
             await _turns()
-            assert conn._reader_loop is not None
+            assert conn._readable.registered
             reading.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await reading
         finally:
             conn.close()
             peer.close()
-        assert conn._reader_loop is None  # closing unregistered the fd
+        assert not conn._readable.registered  # closing unregistered the fd
 
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         runner.run(scenario())

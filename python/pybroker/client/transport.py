@@ -11,7 +11,6 @@ into the caller's buffer."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import ssl
@@ -19,6 +18,8 @@ from typing import Protocol
 
 import anyio
 import anyio.abc
+
+from pybroker.net.readable import ReadableWaiter
 
 
 class Transport(Protocol):
@@ -43,10 +44,7 @@ async def connect(host: str, port: int, ssl_context: ssl.SSLContext | None) -> T
 class SocketTransport:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        # the loop our readiness callback is registered with (None: not registered) and
-        # the future a receive waits on (see _wait_readable)
-        self._reader_loop: asyncio.AbstractEventLoop | None = None
-        self._read_waiter: asyncio.Future[None] | None = None
+        self._readable = ReadableWaiter(sock.fileno())
 
     @classmethod
     async def connect(cls, host: str, port: int) -> SocketTransport:
@@ -86,48 +84,15 @@ class SocketTransport:
             try:
                 count = self._sock.recv_into(view)
             except BlockingIOError:
-                await self._wait_readable()
+                await self._readable.wait()
                 continue
             if count == 0:
                 raise anyio.EndOfStream
             return count
 
-    async def _wait_readable(self) -> None:
-        """Wait until the socket has bytes. A megabyte Fetch answer arrives in a dozen
-        reads or so; the readiness callback stays registered from one wait to the next
-        (anyio.wait_readable registered and dropped it, through its backend lookup and
-        an Event, every time: a sixth of the brokers' Python at RF 3, issue 26). It is
-        dropped when it fires with nobody waiting, so a readable socket nobody reads
-        never spins the loop."""
-        loop = self._reader_loop
-        if loop is None:
-            loop = asyncio.get_running_loop()
-            loop.add_reader(self._sock.fileno(), self._on_readable)
-            self._reader_loop = loop
-        waiter = self._read_waiter = loop.create_future()
-        try:
-            await waiter
-        finally:
-            self._read_waiter = None
-
-    def _on_readable(self) -> None:
-        waiter = self._read_waiter
-        if waiter is None:
-            self._stop_reading()
-        elif not waiter.done():
-            waiter.set_result(None)
-
-    def _stop_reading(self) -> None:
-        loop, self._reader_loop = self._reader_loop, None
-        if loop is not None:
-            loop.remove_reader(self._sock.fileno())
-
     async def aclose(self) -> None:
         # before the fd is closed (and maybe reused); a receive still waiting fails
-        self._stop_reading()
-        waiter = self._read_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(anyio.ClosedResourceError())
+        self._readable.fail(anyio.ClosedResourceError())
         anyio.notify_closing(self._sock)
         self._sock.close()
 

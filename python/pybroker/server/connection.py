@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from pybroker._core import StorageError
+from pybroker.net.readable import ReadableWaiter
 from pybroker.server.bad_requests import RateLimitedLog
 from pybroker.server.deferred import DeferredAnswers
 from pybroker.server.memory import READ_BUFFER_BYTES, give_read_buffer, take_read_buffer
@@ -82,7 +83,7 @@ class Connection:
         "sock", "fd", "max_request_bytes", "peer", "host", "pool", "registry", "scope",
         "last_active", "handling_since", "close_reason", "_buf", "_start", "_end", "_big",
         "_reserved", "_out", "_out_count", "_watch", "_loop", "session", "zero_copy",
-        "_reader_loop", "_read_waiter", "deferred", "_flushing", "_writer_loop",
+        "_readable", "deferred", "_flushing", "_writer_loop",
         "_write_waiter",
     )
 
@@ -122,10 +123,7 @@ class Connection:
         self._out_count = 0
         self._watch = _WATCH_OFF
         self._loop: asyncio.AbstractEventLoop | None = None
-        # the loop our readiness callback is registered with (None: not registered) and
-        # the future a read waits on (see _wait_readable)
-        self._reader_loop: asyncio.AbstractEventLoop | None = None
-        self._read_waiter: asyncio.Future[None] | None = None
+        self._readable = ReadableWaiter(self.fd)
         # the loop a write's wait registered its callback with (see _wait_writable)
         self._writer_loop: asyncio.AbstractEventLoop | None = None
         self._write_waiter: asyncio.Future[None] | None = None
@@ -266,40 +264,10 @@ class Connection:
         return memoryview(big)[:size]
 
     async def _wait_readable(self) -> None:
-        """Nothing more to read now: send what is queued, then wait for the client.
-
-        The readiness callback stays registered between waits: a connection answering
-        one request at a time then costs no epoll_ctl per request (registering and
-        dropping it on every wait, as anyio.wait_readable does, was five epoll_ctl and
-        an ioctl per request at 16k requests/s, issue 18). It is dropped only when the
-        socket turns readable while nobody waits (a pipelined request arriving during
-        a handler), so a level-triggered readable socket never spins the loop."""
+        """Nothing more to read now: send what is queued, then wait for the client."""
         if self._out:
             await self.flush()
-        loop = self._reader_loop
-        if loop is None:
-            loop = asyncio.get_running_loop()
-            loop.add_reader(self.fd, self._on_readable)
-            self._reader_loop = loop
-        waiter = self._read_waiter = loop.create_future()
-        try:
-            await waiter
-        finally:
-            self._read_waiter = None
-
-    def _on_readable(self) -> None:
-        waiter = self._read_waiter
-        if waiter is None:
-            self._stop_reading()
-        elif not waiter.done():
-            waiter.set_result(None)
-        # else: woken already, its task reads on its next step (a loop that polls again
-        # before running it, as asyncio's own does, calls back once more)
-
-    def _stop_reading(self) -> None:
-        loop, self._reader_loop = self._reader_loop, None
-        if loop is not None:
-            loop.remove_reader(self.fd)
+        await self._readable.wait()
 
     def _release_reservation(self) -> None:
         if self.pool is not None and self._reserved:
@@ -340,7 +308,7 @@ class Connection:
         try:
             loop = asyncio.get_running_loop()
             # the watch takes the fd's reader slot over from the read path's callback
-            self._reader_loop = None
+            self._readable.hand_over()
             loop.add_reader(self.fd, self._peer_readable)
         except (RuntimeError, OSError, ValueError) as exc:
             log.debug("cannot watch %s: %s", self.peer, exc)
@@ -525,7 +493,7 @@ class Connection:
             self._unwatch()
             self._watch = _WATCH_SUSPENDED
         try:
-            self._stop_reading()  # before the fd is closed (and maybe reused)
+            self._readable.stop()  # before the fd is closed (and maybe reused)
         except (OSError, ValueError, RuntimeError):
             pass
         try:

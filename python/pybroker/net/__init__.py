@@ -1,0 +1,1 @@
+"""Socket plumbing shared by the broker's server connections and its own client."""
