@@ -22,16 +22,30 @@ process the real Controller (python/pybroker/controller/) is started:
    as a broker does (the backend's watch_partition_states, as metadata/listener.py):
    time until it has seen every state without broker 3.
 
+With `--failover`, the issue's kill -9 of the controller instead: broker 3 is the
+controller that died. Its registration stays (its session has not expired) but its
+listener is closed before the new controller starts, as a killed process's is; the
+new controller has to load every state, find broker 3 gone and move all of it:
+time from its start (in a cluster, when the brokers found /controller's owner gone
+and one of them was elected) until it is controller, and until it has written every
+state without broker 3 (its own view: every partition's write done), then read back.
+
 Besides wall-clock times, the CPU seconds each process spent (all its threads: the
 event loop and kazoo's) from the close until the controller was done, and in the
 watching process until it had seen every change: on a shared, loaded machine the wall
 clock mostly measures the wait for a core, the CPU time what the work costs.
+
+ZooKeeper runs as an operator runs it (`--zookeeper production`, the default: the JVM
+as zkServer.sh starts it, forceSync=yes), or as tests/cluster's quick test server
+(`--zookeeper test`: small heap, serial GC, client compiler only, no fsync), which the
+figures in bench/RESULTS.md before issue 25's `elect25` section used.
 
 Run it against another checkout with PYTHONPATH=<checkout>/python to compare. Every
 wait is bounded.
 
     python bench/controller_load.py --partitions 10000
     python bench/controller_load.py --partitions 30000 --json out.json
+    python bench/controller_load.py --partitions 30000 --failover
 """
 
 from __future__ import annotations
@@ -39,6 +53,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -71,6 +86,27 @@ def replicas(index: int) -> list[int]:
 async def idle(stream: Any) -> None:
     async with stream:
         await anyio.sleep_forever()
+
+
+class Listener:
+    """A broker's listener (the controller watches it: refused means the process is
+    gone), served until `close()`."""
+
+    def __init__(self, listener: Any) -> None:
+        self.listener = listener
+        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        self.scope = anyio.CancelScope()
+        self.closed = anyio.Event()
+
+    async def serve(self) -> None:
+        with self.scope:
+            await self.listener.serve(idle)
+        await self.listener.aclose()
+        self.closed.set()
+
+    async def close(self) -> None:
+        self.scope.cancel()
+        await self.closed.wait()
 
 
 async def states_without(backend: ZooKeeperBackend, names: list[str], broker: int) -> bool:
@@ -129,14 +165,40 @@ async def watcher(connect: str, partitions: int, broker: int, timeout: float) ->
     await backend.close()
 
 
-async def measure(connect: str, partitions: int, timeout: float, tmp: Path) -> dict[str, Any]:
+def start_watcher(connect: str, partitions: int, timeout: float) -> subprocess.Popen[str]:
+    """The broker's view: a process of its own; returns once it has seen every state."""
+    view = subprocess.Popen(
+        [sys.executable, __file__, "--watcher", connect, "--partitions", str(partitions),
+         "--timeout", str(timeout)], stdout=subprocess.PIPE, text=True)
+    assert view.stdout is not None
+    line = view.stdout.readline()
+    if line.strip() != "ready":
+        raise RuntimeError(f"the watching process said {line!r}")
+    return view
+
+
+async def watcher_done(view: subprocess.Popen[str], timeout: float) -> tuple[float, float]:
+    """When the watching process saw every change, and its CPU seconds."""
+    assert view.stdout is not None
+    line = await anyio.to_thread.run_sync(view.stdout.readline)
+    view.wait(timeout)
+    if not line.startswith("clear "):
+        raise RuntimeError(f"the watching process said {line!r}")
+    seen, cpu = (float(x) for x in line.split()[1:3])
+    return seen, cpu
+
+
+async def measure(connect: str, partitions: int, timeout: float, tmp: Path,
+                  failover: bool = False) -> dict[str, Any]:
     names = [f"load-{i:04d}" for i in range(max(1, partitions // PER_TOPIC))]
     async with anyio.create_task_group() as tg:
         clients: dict[int, ZooKeeperBackend] = {}
+        listeners: dict[int, Listener] = {}
         for broker in BROKERS:
-            listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-            tg.start_soon(listener.serve, idle)
-            port = listener.extra(anyio.abc.SocketAttribute.local_port)
+            listener = listeners[broker] = Listener(await anyio.create_tcp_listener(
+                local_host="127.0.0.1"))
+            tg.start_soon(listener.serve)
+            port = listener.port
             clients[broker] = ZooKeeperBackend(connect, session_timeout_ms=30000,
                                                request_timeout_ms=120000)
             await clients[broker].start()
@@ -175,47 +237,46 @@ async def measure(connect: str, partitions: int, timeout: float, tmp: Path) -> d
                 busy[0] -= 1
 
         controller._reconcile = counted  # type: ignore[method-assign]
-        t_start = time.monotonic()
-        tg.start_soon(controller.run)
+        if failover:
+            result = await failover_figures(controller, connect, names, listeners[3],
+                                            timeout, tg, backend, written_s)
+            tg.cancel_scope.cancel()
+        else:
+            t_start = time.monotonic()
+            tg.start_soon(controller.run)
 
-        async def elected() -> bool:
-            return controller.is_active
+            async def elected() -> bool:
+                return controller.is_active
 
-        t_elected = await wait_until(elected, timeout, "the controller elected")
+            t_elected = await wait_until(elected, timeout, "the controller elected")
 
-        async def settled() -> bool:
-            # every topic known and no reconcile pending or running
-            return (len(controller._topics) >= len(names) and not controller._pending
-                    and not busy[0])
+            async def settled() -> bool:
+                # every topic known and no reconcile pending or running
+                return (len(controller._topics) >= len(names) and not controller._pending
+                        and not busy[0])
 
-        await backend.settle()
-        t_loaded = await wait_until(settled, timeout, "the first pass over every topic")
-        # the broker's view: a process of its own, started once the controller is done
-        view = subprocess.Popen(
-            [sys.executable, __file__, "--watcher", connect, "--partitions",
-             str(len(names) * PER_TOPIC), "--timeout", str(timeout)],
-            stdout=subprocess.PIPE, text=True)
-        assert view.stdout is not None
-        line = await anyio.to_thread.run_sync(view.stdout.readline)
-        if line.strip() != "ready":
-            raise RuntimeError(f"the watching process said {line!r}")
-        t_kill, cpu_kill = time.monotonic(), time.process_time()
-        await clients[3].close()  # broker 3's session ends: its registration goes
+            await backend.settle()
+            t_loaded = await wait_until(settled, timeout, "the first pass over every topic")
+            # the broker's view: a process of its own, started once the controller is done
+            view = await anyio.to_thread.run_sync(start_watcher, connect,
+                                                  len(names) * PER_TOPIC, timeout)
+            t_kill, cpu_kill = time.monotonic(), time.process_time()
+            await clients[3].close()  # broker 3's session ends: its registration goes
 
-        async def noticed() -> bool:
-            return 3 not in controller._live
+            async def noticed() -> bool:
+                return 3 not in controller._live
 
-        t_noticed = await wait_until(noticed, timeout, "the controller noticed")
-        t_done = await wait_until(settled, timeout, "the controller's reconcile")
-        cpu_done = time.process_time()
-        t_moved = await wait_until(lambda: states_without(backend, names, 3), timeout,
-                                   "every state without broker 3")
-        line = await anyio.to_thread.run_sync(view.stdout.readline)
-        view.wait(timeout)
-        if not line.startswith("clear "):
-            raise RuntimeError(f"the watching process said {line!r}")
-        t_seen, view_cpu = (float(x) for x in line.split()[1:3])
-        tg.cancel_scope.cancel()
+            t_noticed = await wait_until(noticed, timeout, "the controller noticed")
+            t_done = await wait_until(settled, timeout, "the controller's reconcile")
+            cpu_done = time.process_time()
+            t_moved = await wait_until(lambda: states_without(backend, names, 3), timeout,
+                                       "every state without broker 3")
+            t_seen, view_cpu = await watcher_done(view, timeout)
+            tg.cancel_scope.cancel()
+    if failover:
+        for client in clients.values():
+            await client.close()
+        return result
     for broker in (1, 2):
         await clients[broker].close()
     return {"partitions": len(names) * PER_TOPIC, "states_written_s": round(written_s, 2),
@@ -229,11 +290,69 @@ async def measure(connect: str, partitions: int, timeout: float, tmp: Path) -> d
             "broker_view_cpu_s": round(view_cpu, 2)}
 
 
+async def failover_figures(controller: Controller, connect: str, names: list[str],
+                           listener: Listener, timeout: float, tg: Any,
+                           backend: ZooKeeperBackend, written_s: float) -> dict[str, Any]:
+    """The new controller after broker 3 (the old controller) was killed: its listener
+    closed, its registration still there."""
+    keys = {(n, p) for n in names for p in range(PER_TOPIC)}
+    without: set[tuple[str, int]] = set()
+    all_written = anyio.Event()
+    t_written = [0.0]
+    write = backend.update_partition_states
+
+    async def counting(updates: Any, lease: Any = None) -> Any:
+        # the controller's view: a partition is done once a write without broker 3
+        # succeeded (every partition names it: RF 3 on 3 brokers)
+        outcomes = await write(updates, lease)
+        for update in updates:
+            key = (update.topic, update.partition)
+            state = update.state
+            if (isinstance(outcomes.get(key), int) and state.leader != 3
+                    and 3 not in state.isr):
+                without.add(key)
+        if not all_written.is_set() and without >= keys:
+            t_written[0] = time.monotonic()
+            all_written.set()
+        return outcomes
+
+    backend.update_partition_states = counting  # type: ignore[method-assign]
+    view = await anyio.to_thread.run_sync(start_watcher, connect, len(keys), timeout)
+    await listener.close()  # broker 3's process is gone; its session lives on
+    t_start, cpu_start = time.monotonic(), time.process_time()
+    tg.start_soon(controller.run)
+
+    async def elected() -> bool:
+        return controller.is_active
+
+    t_elected = await wait_until(elected, timeout, "the controller elected")
+    with anyio.fail_after(timeout):
+        await all_written.wait()
+    cpu_done = time.process_time()
+    t_moved = await wait_until(lambda: states_without(backend, names, 3), timeout,
+                               "every state without broker 3")
+    t_seen, view_cpu = await watcher_done(view, timeout)
+    return {"partitions": len(keys), "states_written_s": round(written_s, 2),
+            "elected_s": round(t_elected - t_start, 2),
+            "elections_done_s": round(t_written[0] - t_start, 2),
+            "controller_cpu_s": round(cpu_done - cpu_start, 2),
+            "read_back_s": round(t_moved - t_start, 2),
+            "broker_view_s": round(t_seen - t_start, 2),
+            "broker_view_cpu_s": round(view_cpu, 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=10000)
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--json", help="write the figures here too")
+    parser.add_argument("--zookeeper", choices=("production", "test"), default="production",
+                        help="ZooKeeper's JVM and fsync as an operator runs it (zkServer.sh's "
+                             "JVM, forceSync=yes; the default), or tests/cluster's quick "
+                             "test server (small heap, serial GC, client compiler only, no "
+                             "fsync), as the bench used before")
+    parser.add_argument("--failover", action="store_true",
+                        help="the kill -9 of the controller (broker 3) instead")
     parser.add_argument("--watcher", metavar="CONNECT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.watcher:
@@ -242,22 +361,38 @@ def main() -> None:
     reason = unavailable_reason()
     if reason:
         sys.exit(f"cannot run ZooKeeper: {reason}")
+    load_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-controller-load-") as tmp:
-        zookeeper = ZooKeeperServer(Path(tmp) / "zk").start()
+        zookeeper = ZooKeeperServer(Path(tmp) / "zk",
+                                    production=args.zookeeper == "production").start()
         try:
             connect = zookeeper.connect_string(f"/load-{uuid.uuid4().hex[:8]}")
-            result = asyncio.run(measure(connect, args.partitions, args.timeout, Path(tmp)))
+            result = asyncio.run(measure(connect, args.partitions, args.timeout, Path(tmp),
+                                         args.failover))
         finally:
             zookeeper.stop()
-    print(f"controller over {result['partitions']} partitions (RF 3, 3 brokers): elected "
-          f"{result['elected_s']} s after start, first pass over every topic done "
-          f"{result['loaded_s']} s after start; broker 3's session closed: noticed "
-          f"{result['noticed_s']} s later, the controller's writes done "
-          f"{result['controller_s']} s after noticing ({result['controller_cpu_s']} CPU "
-          f"seconds in its process), every state without it (read back) "
-          f"{result['elections_s']} s after the close, a watching broker saw every change "
-          f"{result['broker_view_s']} s after the close ({result['broker_view_cpu_s']} CPU "
-          f"seconds in its process)")
+    result.update(zookeeper=args.zookeeper, load_average_start=round(load_start, 1),
+                  load_average_end=round(os.getloadavg()[0], 1))
+    print(f"ZooKeeper: {args.zookeeper}; load average {result['load_average_start']} at the "
+          f"start, {result['load_average_end']} at the end")
+    if args.failover:
+        print(f"kill -9 of the controller (broker 3), {result['partitions']} partitions (RF 3, "
+              f"3 brokers): the new controller elected {result['elected_s']} s after its "
+              f"start, every state without broker 3 written {result['elections_done_s']} s "
+              f"after its start ({result['controller_cpu_s']} CPU seconds in its process), "
+              f"read back {result['read_back_s']} s, a watching broker saw every change "
+              f"{result['broker_view_s']} s after the start ({result['broker_view_cpu_s']} CPU "
+              f"seconds in its process)")
+    else:
+        print(f"controller over {result['partitions']} partitions (RF 3, 3 brokers): elected "
+              f"{result['elected_s']} s after start, first pass over every topic done "
+              f"{result['loaded_s']} s after start; broker 3's session closed: noticed "
+              f"{result['noticed_s']} s later, the controller's writes done "
+              f"{result['controller_s']} s after noticing ({result['controller_cpu_s']} CPU "
+              f"seconds in its process), every state without it (read back) "
+              f"{result['elections_s']} s after the close, a watching broker saw every change "
+              f"{result['broker_view_s']} s after the close ({result['broker_view_cpu_s']} CPU "
+              f"seconds in its process)")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
 

@@ -72,8 +72,24 @@ def four_letter_word(host: str, port: int, word: str, timeout_s: float = 2.0) ->
     return b"".join(chunks).decode(errors="replace")
 
 
+#: the test server's JVM: a small heap, the serial collector and the client compiler only
+#: start it quickly and keep it small beside many others; not what an operator runs
+TEST_JVM_FLAGS = ("-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+#: a production ZooKeeper's JVM as ZooKeeper's own zkServer.sh starts it (zkEnv.sh's
+#: default ZK_SERVER_HEAP of 1000 MB; the JVM's default collector, G1, and its full
+#: tiered compiler), for benchmarks whose figures depend on ZooKeeper's speed
+PRODUCTION_JVM_FLAGS = ("-Xmx1000m",)
+
+
 class ZooKeeperServer:
-    def __init__(self, base_dir: Path, port: int | None = None) -> None:
+    """`production=True`: the JVM as zkServer.sh starts it and ZooKeeper's own defaults
+    for durability (forceSync=yes: the transaction log is fsynced before a write is
+    answered; snapCount and preAllocSize are left at their defaults in both modes), for
+    benchmarks. The default is the quick test server (no fsync, see config_text)."""
+
+    def __init__(self, base_dir: Path, port: int | None = None,
+                 production: bool = False) -> None:
+        self.production = production
         self.base_dir = base_dir
         self.host = "127.0.0.1"
         self.port = port or free_port()
@@ -100,7 +116,7 @@ class ZooKeeperServer:
             "maxSessionTimeout=60000",
             "maxClientCnxns=0",
             # the test JVM is short lived: no snapshot purging, no fsync per write
-            "forceSync=no",
+            f"forceSync={'yes' if self.production else 'no'}",
             "",
         ])
 
@@ -112,9 +128,9 @@ class ZooKeeperServer:
         config = self.base_dir / "zoo.cfg"
         config.write_text(self.config_text())
         java = os.environ.get("JAVA") or shutil.which("java") or "java"
-        command = [java, "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                   "-Dzookeeper.jmx.log4j.disable=true", "-cp", classpath(), MAIN_CLASS,
-                   str(config)]
+        flags = PRODUCTION_JVM_FLAGS if self.production else TEST_JVM_FLAGS
+        command = [java, *flags, "-Dzookeeper.jmx.log4j.disable=true", "-cp", classpath(),
+                   MAIN_CLASS, str(config)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)

@@ -63,7 +63,12 @@ one of them is elected at once. A broker that comes back under a new epoch
 without the controller having seen it go ("bounced") first loses its old
 incarnation's ISR places and leaderships, as Kafka's controller does. A
 restarted broker removes the registration its own previous process left
-(broker.py), instead of waiting for that session to expire.
+(broker.py), instead of waiting for that session to expire. A new controller
+looks at every registered broker's listener before its first pass over the
+partitions (bounded by FIRST_LOOK_WAIT_S), so a broker killed together with the
+old controller, or being the old controller, is out of that first pass already:
+every state is read once, not once to find nothing to do and again when the
+broker is found gone a moment later.
 
 Why this cannot make two leaders acknowledge writes for one partition, even
 when the conclusion is wrong (a broker fenced while alive, a controller
@@ -128,6 +133,10 @@ log = logging.getLogger(__name__)
 RETRY_DELAY_S = 0.1
 #: tries of an admin-requested state change that keeps losing version races
 WRITE_RETRIES = 10
+#: how long a new controller's first pass waits for its first look at every broker's
+#: listener (a refused or accepted connection takes a round trip; only a host that does
+#: not answer at all takes longer, and proves nothing anyway)
+FIRST_LOOK_WAIT_S = 1.0
 PREFERRED = 0
 UNCLEAN = 1
 
@@ -170,6 +179,8 @@ class Controller:
         #: partition -> brokers whose replica of it is on a failed log dir (reports of
         #: their current registration only): they may neither lead it nor be in its ISR
         self._offline: dict[Partition, set[int]] = {}
+        #: elected, the first pass over the partitions not begun yet
+        self._first_pass = False
 
     @property
     def is_active(self) -> bool:
@@ -193,6 +204,14 @@ class Controller:
                 while True:
                     await self._wake.wait()
                     self._wake = anyio.Event()
+                    if self._first_pass and self.lease is not None:
+                        # a broker that died with the last controller (its session
+                        # lives on) is found gone within milliseconds: wait for that
+                        # look, bounded, so the first pass elects for it at once
+                        # rather than reading every state twice (issue 25)
+                        self._first_pass = False
+                        with anyio.move_on_after(FIRST_LOOK_WAIT_S):
+                            await self._brokers_watch.first_looks()
                     while self._pending and self.lease is not None:
                         # every topic due, at once: their states are read together and
                         # written in batches (one multi per batch, not per partition)
@@ -276,6 +295,7 @@ class Controller:
         self._topics = {}
         self._offline_reports = {}
         self._offline = {}
+        self._first_pass = True
         self._duties = [
             await self.backend.watch_broker_epochs(self._brokers_changed),
             await self.backend.watch_topics(self._topics_changed),

@@ -60,9 +60,11 @@ async def _attempt(host: str, port: int) -> tuple[asyncio.StreamReader,
     return False if infos and refused == len(infos) else None
 
 
-async def until_gone(host: str, port: int) -> None:
+async def until_gone(host: str, port: int,
+                     concluded: Callable[[], None] | None = None) -> None:
     """Return once nothing listens on host:port any more (the process behind it is
-    gone); until then hold an idle connection to it, re-made whenever it ends."""
+    gone); until then hold an idle connection to it, re-made whenever it ends.
+    `concluded` is called once the first look found it there or proved nothing."""
     while True:
         outcome = await _attempt(host, port)
         if outcome is False:
@@ -70,6 +72,9 @@ async def until_gone(host: str, port: int) -> None:
             outcome = await _attempt(host, port)
             if outcome is False:
                 return
+        if concluded is not None:
+            concluded()
+            concluded = None
         if not outcome:
             await anyio.sleep(RECONNECT_MIN_S)
             continue
@@ -120,6 +125,8 @@ class LivenessWatch:
         self.on_back = on_back
         self._wanted: set[tuple[int, int, Endpoint]] = set()
         self._scopes: dict[tuple[int, int, Endpoint], anyio.CancelScope] = {}
+        #: set once a watcher's first look is done (and on_gone has run if it was gone)
+        self._looked: dict[tuple[int, int, Endpoint], anyio.Event] = {}
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def run(self) -> None:
@@ -142,9 +149,21 @@ class LivenessWatch:
     def clear(self) -> None:
         self.watch({})
 
+    async def first_looks(self) -> None:
+        """Return once every watched broker has had its first look: found there, found
+        gone (on_gone has run), or inconclusive (say, a connection attempt timed out).
+        A new controller waits for this, bounded, before its first pass over the
+        partitions, so that a broker killed with it is out of that pass already
+        instead of costing a second one."""
+        for key in sorted(self._wanted):
+            looked = self._looked.setdefault(key, anyio.Event())
+            await looked.wait()
+
     def _sync(self) -> None:
         for key in [k for k in self._scopes if k not in self._wanted]:
             self._scopes.pop(key).cancel()
+        for key in [k for k in self._looked if k not in self._wanted]:
+            self._looked.pop(key).set()  # not watched any more: nothing to wait for
         if self._tg is None:
             return
         for key in self._wanted - self._scopes.keys():
@@ -154,13 +173,15 @@ class LivenessWatch:
     async def _watch_one(self, key: tuple[int, int, Endpoint], scope: anyio.CancelScope
                          ) -> None:
         broker_id, epoch, (host, port) = key
+        looked = self._looked.setdefault(key, anyio.Event())
         with scope:
             while True:
-                await until_gone(host, port)
+                await until_gone(host, port, looked.set)
                 log.warning("broker %d (epoch %d): nothing listens on %s:%d any more; its "
                             "process is gone (its partitions get other leaders; start it "
                             "again and it rejoins)", broker_id, epoch, host, port)
                 await _call(self.on_gone, broker_id, epoch)
+                looked.set()
                 if self.on_back is None:
                     # nothing to undo: look again a moment later, acting again if it is
                     # still gone (the action may have failed: the store unreachable)
