@@ -35,7 +35,7 @@ import base64
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 from msgspec import UNSET, Struct, UnsetType
@@ -329,12 +329,21 @@ def encode(value: object) -> bytes:
     return _encoder.encode(value)
 
 
+#: one decoder per znode type: msgspec.json.decode(type=...) looks the type up on every
+#: call, a third of the cost of decoding a small state (a new controller decodes every
+#: partition's state, issue 25)
+_decoders: dict[Any, msgspec.json.Decoder[Any]] = {}
+
+
 def decode(path: str, data: bytes | None, kind: type[T]) -> T:
     """Decode a znode's data as `kind`; MalformedZNode (naming `path`) if it isn't."""
     if not data:
         raise MalformedZNode(path, data, f"empty, expected {kind.__name__}")
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.json.Decoder(kind)
     try:
-        return msgspec.json.decode(data, type=kind)
+        return decoder.decode(data)  # type: ignore[no-any-return]
     except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
         raise MalformedZNode(path, data, str(exc)) from exc
 
