@@ -55,6 +55,16 @@ class FetchSessionHandler:
                                       for t, ps in forgotten.items()],
         }
 
+    def resend(self, key: tuple[str, int]) -> None:
+        """Name the partition again, with its fields, in the next fetch (the leader answers
+        it again). It stays in what the leader's session holds: if it is no longer wanted
+        by then, the next fetch lists it as forgotten. (Dropping it from `sent` instead
+        left the leader's session holding it for good once it was unfollowed: an answered
+        error came back at once in every fetch, and the follower fetched in a hot loop,
+        issue 26.)"""
+        if key in self.sent:
+            self.sent[key] = {}
+
     def handle_response(self, response: dict[str, Any]) -> bool:
         """Advance the session after an answer; False when it was a session error (the
         next fetch is a full one)."""

@@ -261,7 +261,7 @@ class ReplicaFetcher:
             else:
                 failed = True
                 # sent again in the next fetch, so the leader answers it again
-                self.session.sent.pop(key, None)
+                self.session.resend(key)
             if self.quota is not None and answer.records_bytes and self._throttled(state):
                 self.quota.record(answer.records_bytes)
         return progressed or not failed
@@ -271,8 +271,8 @@ class ReplicaFetcher:
         markPartitionFailed): it is no longer fetched, so it leaves the ISR by the
         leader's rule, until its next leader change. A failed fsync has taken its log
         dir offline too (the controller then moves it away)."""
+        # no longer wanted: the next fetch forgets it in the leader's session
         self.states.pop(key, None)
-        self.session.sent.pop(key, None)
         log.error("%s-%d: appending what broker %d sent failed (%s); no longer fetched "
                   "until its next leader change. Check the disk of its log dir (dmesg), "
                   "then restart this broker", key[0], key[1], self.leader_id, exc)

@@ -1,0 +1,90 @@
+"""A follower's fetch session forgets every partition it stops following (issue 26).
+
+A partition the leader answered with an error is named again in the next fetch (its
+fields re-sent); if the follower stopped following it meanwhile (the topic was deleted,
+its leader moved) it still had to go into that fetch's forgotten topics. It did not: the
+leader's session kept the partition, answered its error at once in every fetch, and the
+follower fetched again at once, thousands of times a second, for as long as it followed
+anything else from that leader (a core of each broker, and every request on the leader
+queued behind them)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import NewTopic
+
+from tests.cluster.cluster import WAIT_S, Cluster, cluster_fixture, wait_for
+from tests.cluster.zookeeper import ZooKeeperServer
+
+LEADER, FOLLOWER = 1, 2
+#: how long the leader's fetch count is watched once the follower settled
+WINDOW_S = 3.0
+#: fetches the leader may get in that window: each follower's idle fetch long-polls
+#: replica.fetch.wait.max.ms (500 ms), so about 12; the bug made it thousands
+MAX_FETCHES = 60
+
+
+@pytest.fixture
+def metered_proxied_cluster(zookeeper: ZooKeeperServer, tmp_path: Path,
+                            request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    # the follower's ZooKeeper link is frozen for a few seconds: its session must outlive that
+    yield from cluster_fixture(zookeeper, tmp_path, request, proxied=True, metrics=True,
+                               overrides={"zookeeper.session.timeout.ms": "30000"})
+
+
+def fetches(cluster: Cluster, broker_id: int) -> float:
+    return cluster.metrics(broker_id).get('pybroker_requests_total{api="Fetch"}', 0.0)
+
+
+def hosts(cluster: Cluster, broker_id: int, topic: str) -> bool:
+    return (cluster.brokers[broker_id].data_dir / f"{topic}-0").exists()
+
+
+def test_a_partition_answered_with_an_error_then_unfollowed_is_forgotten(
+        metered_proxied_cluster: Cluster) -> None:
+    cluster = metered_proxied_cluster
+    admin = cluster.admin()
+    # both led by broker 1 and followed by broker 2 in the same fetch session
+    for topic in ("gone", "kept"):
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=-1,
+                                      replica_assignment=[[LEADER, FOLLOWER, 3]])],
+                            request_timeout=WAIT_S)[topic].result(WAIT_S)
+        cluster.wait_full_isr(topic, 1)
+        wait_for(lambda t=topic: cluster.leader(t, 0) == LEADER, what=f"broker 1 to lead {topic}")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for topic in ("gone", "kept"):
+        producer.produce(topic, b"before")
+    assert producer.flush(WAIT_S) == 0
+
+    # broker 2 does not hear of the deletion yet: it keeps following "gone" while the
+    # leader, which has deleted it, answers it UNKNOWN_TOPIC_OR_PARTITION
+    cluster.proxies[FOLLOWER].cut("freeze")
+    try:
+        admin.delete_topics(["gone"], request_timeout=WAIT_S)["gone"].result(WAIT_S)
+        wait_for(lambda: not hosts(cluster, LEADER, "gone"), what="the leader to drop gone-0")
+        # acknowledged only once broker 2 fetched "kept" after the deletion, in answers
+        # that carried gone-0's error
+        producer.produce("kept", b"after")
+        assert producer.flush(WAIT_S) == 0
+    finally:
+        cluster.proxies[FOLLOWER].restore()
+    wait_for(lambda: not hosts(cluster, FOLLOWER, "gone"),
+             what="broker 2 to hear of the deletion and drop gone-0")
+    # broker 2 still follows "kept" from broker 1: its fetches name gone-0 as forgotten
+    # once, then long-poll as any idle follower's
+    producer.produce("kept", b"settled")
+    assert producer.flush(WAIT_S) == 0
+    start, before = time.monotonic(), fetches(cluster, LEADER)
+    time.sleep(WINDOW_S)  # a rate over a window, not a wait for a condition
+    count = fetches(cluster, LEADER) - before
+    elapsed = time.monotonic() - start
+    assert count <= MAX_FETCHES, (
+        f"broker {LEADER} answered {count:.0f} fetches in {elapsed:.1f} s: a follower's "
+        "session still holds the deleted partition, answered at once with its error")
+    assert [v for _, v in cluster.read_partition("kept", 0)] == [b"before", b"after",
+                                                                 b"settled"]
