@@ -209,12 +209,17 @@ class ReplicaPartition:
         """A follower fetched from `fetch_offset`: it has everything below it. An
         offset past our log end is no progress (the fetch is out of range, as in
         Kafka, which updates a follower only after a read): it must not move the high
-        watermark over records the follower does not have."""
+        watermark over records the follower does not have.
+
+        Once per partition of every follower fetch: the log end is asked of the log
+        once and handed to the high watermark's computation (issue 26)."""
         follower = self.followers.get(broker_id)
-        if follower is None or fetch_offset > self.log_end_offset:
+        if follower is None:
+            return
+        leader_end = self.log.log.log_end_offset
+        if fetch_offset > leader_end:
             return
         now = _now_ms()
-        leader_end = self.log_end_offset
         follower.log_end_offset = fetch_offset
         # Kafka's Replica.updateFetchState: caught up now if it asks from our log end;
         # else caught up as of its previous fetch if it now has everything we had
@@ -227,8 +232,8 @@ class ReplicaPartition:
                                              follower.last_fetch_ms)
         follower.last_fetch_ms = now
         follower.last_fetch_leader_end = leader_end
-        self._maybe_increment_high_watermark()
-        if (broker_id not in self.isr and fetch_offset >= self.high_watermark
+        self._maybe_increment_high_watermark(leader_end)
+        if (broker_id not in self.isr and fetch_offset >= self.log.high_watermark
                 and self._on_isr_candidate is not None):
             self._on_isr_candidate()
 
@@ -346,16 +351,27 @@ class ReplicaPartition:
             return ErrorCode.NONE
         return None
 
-    def _maybe_increment_high_watermark(self) -> None:
-        """HW = min log end offset over the ISR; it never goes back on a leader."""
-        if not self.is_leader:
+    def _maybe_increment_high_watermark(self, log_end_offset: int | None = None) -> None:
+        """HW = min log end offset over the ISR (and an ISR expansion being written);
+        it never goes back on a leader. `log_end_offset` is the log's, when the caller
+        has just read it.
+
+        Run at every append and every follower fetch of a partition: a plain walk of
+        the two short lists, no sets built (issue 26)."""
+        if self.leader != self.broker_id:
             return
-        end = self.log_end_offset
-        for broker in set(self.isr) | set(self.pending_isr):
-            if broker != self.broker_id:
-                follower = self.followers.get(broker)
-                end = min(end, follower.log_end_offset if follower else -1)
-        if end > self.high_watermark:
+        end = self.log.log.log_end_offset if log_end_offset is None else log_end_offset
+        followers = self.followers
+        me = self.broker_id
+        for members in (self.isr, self.pending_isr):
+            for broker in members:
+                if broker != me:
+                    follower = followers.get(broker)
+                    if follower is None:
+                        return  # an ISR member this leader knows nothing of: no progress
+                    if follower.log_end_offset < end:
+                        end = follower.log_end_offset
+        if end > self.log.high_watermark:
             self.log.update_high_watermark(end)
             self.purgatory.notify(self._hw_key)
 
