@@ -19,6 +19,7 @@ import anyio
 import pytest
 
 from pybroker.config import BrokerConfig
+from pybroker.controller import controller as controller_module
 from pybroker.controller.controller import PREFERRED, Controller
 from pybroker.coordination import zktopics
 from pybroker.coordination.base import (
@@ -225,3 +226,46 @@ async def test_preferred_elections_go_in_batches(
             assert after[key].state.leader == replicas(key[1])[0]
             assert after[key].state.leader_epoch == old.state.leader_epoch + 1
             assert after[key].state.isr == old.state.isr
+
+
+@pytest.mark.parametrize("backend_kind", ["zookeeper"])
+async def test_a_pass_writes_its_first_chunks_while_the_rest_is_read(
+        cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reconcile pass over many topics goes in chunks of topics, every chunk's read
+    sent at once: a chunk's writes are sent as soon as its states are decided, before
+    the later chunks' states are taken in (ZooKeeper writes while the controller
+    decodes), and every partition still ends as a single pass would leave it."""
+    monkeypatch.setattr(controller_module, "RECONCILE_CHUNK_PARTITIONS", PARTITIONS)
+    async with running(cluster, tmp_path) as setup:
+        before = await setup.states()
+        events: list[str] = []
+        read, write = setup.backend.partition_states_of, setup.backend.update_partition_states
+
+        async def reading(partitions: Any) -> Any:
+            wanted = list(partitions)
+            events.append("read sent")
+            result = await read(wanted)
+            events.append("read done")
+            return result
+
+        async def writing(updates: Any, lease: Any = None) -> Any:
+            events.append("write sent")
+            return await write(updates, lease)
+
+        setup.backend.partition_states_of = reading  # type: ignore[method-assign]
+        setup.backend.update_partition_states = writing  # type: ignore[method-assign]
+
+        await setup.others[2].close()  # its session ends: the registration goes
+
+        async def moved() -> bool:
+            states = await read(setup.keys)
+            return all(s.state.leader != 2 and 2 not in s.state.isr for s in states.values())
+
+        await eventually(moved, "every partition without broker 2")
+        await setup.backend.settle()
+        check_without(2, before, await read(setup.keys), set())
+        # one chunk per topic: every read sent before the first answer, and the first
+        # write sent before the last chunk's states were taken in
+        pass_events = events[:events.index("write sent") + 1]
+        assert pass_events[:TOPICS] == ["read sent"] * TOPICS, events
+        assert pass_events.count("read done") < TOPICS, events

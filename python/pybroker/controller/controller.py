@@ -131,6 +131,9 @@ log = logging.getLogger(__name__)
 
 #: pause before reconciling a partition whose state changed under the controller
 RETRY_DELAY_S = 0.1
+#: partitions per chunk of a reconcile pass: each chunk's states are decided and written
+#: as soon as they are read (about one write multi, zktopics.STATE_OPS_PER_MULTI)
+RECONCILE_CHUNK_PARTITIONS = 1000
 #: tries of an admin-requested state change that keeps losing version races
 WRITE_RETRIES = 10
 #: how long a new controller's first pass waits for its first look at every broker's
@@ -141,6 +144,20 @@ PREFERRED = 0
 UNCLEAN = 1
 
 Partition = tuple[str, int]
+
+
+def _chunks(assignments: list[TopicAssignment], partitions: int
+            ) -> list[list[TopicAssignment]]:
+    """Whole topics in order, a new chunk begun once one holds `partitions` partitions."""
+    chunks: list[list[TopicAssignment]] = [[]]
+    count = 0
+    for assignment in assignments:
+        if chunks[-1] and count >= partitions:
+            chunks.append([])
+            count = 0
+        chunks[-1].append(assignment)
+        count += len(assignment.partitions)
+    return [c for c in chunks if c]
 
 
 class Controller:
@@ -768,8 +785,9 @@ class Controller:
                                 ) -> set[str]:
         """Write the states the topics' partitions should have, each topic with the live
         brokers minus its evicted ones; the topics where a state had changed under the
-        controller (reconcile them again). Every state is read in one go and the changed
-        ones written in batches (Kafka 1.1's batched, pipelined state changes); each
+        controller (reconcile them again). Every state is read in one go (multiReads sent
+        together) and the changed ones written in batches (Kafka 1.1's batched, pipelined
+        state changes), a chunk's as soon as its states are decided; each
         write stays conditional on the version it was decided from, so a state a leader
         changed meanwhile is not overwritten but decided again."""
         for assignment in assignments:
@@ -786,11 +804,59 @@ class Controller:
                     log.info("controller: topic %s: %s", assignment.name, exc)
                     continue
                 log.info("controller: topic %s had no topic id; assigned one", assignment.name)
-        states = await self.backend.partition_states_of(
-            (a.name, i) for a in assignments for i in sorted(a.partitions))
-        updates: list[StateUpdate] = []
         new: dict[str, dict[int, LeaderAndIsr]] = {}
         completed: dict[str, dict[int, list[int]]] = {}
+        stale: set[str] = set()
+        failed: list[Exception] = []
+
+        async def chunk_pass(chunk: list[TopicAssignment]) -> None:
+            try:
+                states = await self.backend.partition_states_of(
+                    (a.name, i) for a in chunk for i in sorted(a.partitions))
+                updates = await self._decide(chunk, states, lease, evicted, new, completed)
+                stale.update(await self._write_states(updates, lease))
+            except Exception as exc:  # ControllerMoved, the store unreachable: raised below
+                failed.append(exc)
+
+        # in chunks of topics, every chunk's read sent at once: each chunk is decided and
+        # its writes sent as soon as its states arrive, so ZooKeeper writes the first
+        # chunks while the rest are still decoded and decided (a new controller's first
+        # pass over 30,000 partitions, issue 25)
+        async with anyio.create_task_group() as tg:
+            for chunk in _chunks(assignments, RECONCILE_CHUNK_PARTITIONS):
+                tg.start_soon(chunk_pass, chunk)
+        if failed:
+            raise next((e for e in failed if isinstance(e, ControllerMoved)), failed[0])
+        for name, created in new.items():
+            try:
+                await self.backend.create_partition_states(name, created, lease)
+            except StaleVersion:
+                stale.add(name)
+            except ControllerMoved:
+                raise
+            except KafkaError as exc:  # deleted under us
+                log.info("controller: topic %s: %s", name, exc)
+        by_name = {a.name: a for a in assignments}
+        for name, moves in completed.items():
+            if name in stale:
+                continue
+            try:
+                if await self._complete(by_name[name], moves, lease):
+                    stale.add(name)
+            except ControllerMoved:
+                raise
+            except KafkaError as exc:  # deleted under us
+                log.info("controller: topic %s: %s", name, exc)
+        return stale
+
+    async def _decide(self, assignments: list[TopicAssignment],
+                      states: dict[Partition, VersionedState], lease: ControllerLease,
+                      evicted: dict[str, set[int]], new: dict[str, dict[int, LeaderAndIsr]],
+                      completed: dict[str, dict[int, list[int]]]) -> list[StateUpdate]:
+        """The changed states of these topics' partitions, each conditional on the
+        version read; partitions without a state go to `new`, moves found complete to
+        `completed`."""
+        updates: list[StateUpdate] = []
         for assignment in assignments:
             name = assignment.name
             topic_live = self._live - evicted[name]
@@ -826,28 +892,7 @@ class Controller:
                     changed = election.conform(replicas, current.state, live, lease.epoch)
                 if changed is not None:
                     updates.append(StateUpdate(name, index, changed, current.version))
-        stale = await self._write_states(updates, lease)
-        for name, created in new.items():
-            try:
-                await self.backend.create_partition_states(name, created, lease)
-            except StaleVersion:
-                stale.add(name)
-            except ControllerMoved:
-                raise
-            except KafkaError as exc:  # deleted under us
-                log.info("controller: topic %s: %s", name, exc)
-        by_name = {a.name: a for a in assignments}
-        for name, moves in completed.items():
-            if name in stale:
-                continue
-            try:
-                if await self._complete(by_name[name], moves, lease):
-                    stale.add(name)
-            except ControllerMoved:
-                raise
-            except KafkaError as exc:  # deleted under us
-                log.info("controller: topic %s: %s", name, exc)
-        return stale
+        return updates
 
     async def _write_states(self, updates: list[StateUpdate], lease: ControllerLease
                             ) -> set[str]:
