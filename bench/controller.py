@@ -47,6 +47,11 @@ also:
    stalls each broker's own reporter logged (``event.loop.stall.report.ms=50``, on by
    default here) with the innermost pybroker frames sampled during each.
 
+The cluster's brokers cache their compiled bytecode (``PYTHONPYCACHEPREFIX`` in the
+bench's temp dir, ``PYTHONDONTWRITEBYTECODE`` unset), as an installed wheel has it: an
+editable install run with ``PYTHONDONTWRITEBYTECODE=1`` (this machine's environment)
+compiles every module at every start, 5-12 s of a restart on a loaded machine.
+
 The topics are named ``ctlbench-<run>-<i>``, so a peer run does not collide with an
 earlier one; they are deleted from the peer at the end unless ``--keep``.
 
@@ -434,6 +439,9 @@ def run_cluster(args: argparse.Namespace) -> dict[str, Any]:
                  "event.loop.stall.report.ms": int(STALL_MS)}
     overrides.update(dict(kv.split("=", 1) for kv in args.override))
     with tempfile.TemporaryDirectory(prefix="bench-controller-cluster-") as tmp:
+        # the brokers inherit this environment (see the docstring)
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        os.environ["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
         zookeeper = ZooKeeperServer(Path(tmp) / "zk").start()
         cluster = Cluster(zookeeper, Path(tmp) / "brokers", overrides=overrides)
         try:
@@ -499,6 +507,7 @@ def measure_restart(cluster: Any, target: int, kind: str, states: Any,
         spy.wait(60)
     lines = log_lines_since(broker.log_path, t_start, r".")
     listening = [when for when, line in lines if "listening on" in line]
+    started = [line.split("] ", 1)[-1] for _, line in lines if "INFO started in" in line]
     loaded = [(when, line) for when, line in lines if re.search(r"loaded \d+ logs", line)]
 
     def since(when: float | None) -> float | None:
@@ -511,6 +520,7 @@ def measure_restart(cluster: Any, target: int, kind: str, states: Any,
         "serving_s": round(t_serving - t_start, 2),
         "logs_loaded": [f"+{since(when)} s: {line.split('] ', 1)[-1][:150]}"
                         for when, line in loaded],
+        "phases": started[0][:300] if started else None,
         "in_every_isr_s": since(t_isr),
     }
 
@@ -683,6 +693,8 @@ def report_restart(b: dict[str, Any]) -> None:
           f"{b['serving_s']:.2f} s, in every ISR {b['in_every_isr_s']} s")
     for line in b["logs_loaded"]:
         print(f"    {line}")
+    if b.get("phases"):
+        print(f"    {b['phases']}")
 
 
 def report_cluster(r: dict[str, Any]) -> None:
