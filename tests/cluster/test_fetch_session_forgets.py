@@ -21,7 +21,6 @@ from confluent_kafka.admin import NewTopic
 from tests.cluster.cluster import WAIT_S, Cluster, cluster_fixture, wait_for
 from tests.cluster.zookeeper import ZooKeeperServer
 
-LEADER, FOLLOWER = 1, 2
 #: how long the leader's fetch count is watched once the follower settled
 WINDOW_S = 3.0
 #: fetches the leader may get in that window: each follower's idle fetch long-polls
@@ -49,42 +48,48 @@ def test_a_partition_answered_with_an_error_then_unfollowed_is_forgotten(
         metered_proxied_cluster: Cluster) -> None:
     cluster = metered_proxied_cluster
     admin = cluster.admin()
-    # both led by broker 1 and followed by broker 2 in the same fetch session
+    # the follower is not the controller: the deletion goes through the controller, and
+    # the follower's ZooKeeper link is frozen meanwhile
+    controller = wait_for(cluster.controller, what="a controller")
+    follower = next(b for b in sorted(cluster.brokers) if b != controller)
+    leader, third = (b for b in sorted(cluster.brokers) if b != follower)
+    # both led by `leader` and followed by `follower` in the same fetch session
     for topic in ("gone", "kept"):
         admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=-1,
-                                      replica_assignment=[[LEADER, FOLLOWER, 3]])],
+                                      replica_assignment=[[leader, follower, third]])],
                             request_timeout=WAIT_S)[topic].result(WAIT_S)
         cluster.wait_full_isr(topic, 1)
-        wait_for(lambda t=topic: cluster.leader(t, 0) == LEADER, what=f"broker 1 to lead {topic}")
+        wait_for(lambda t=topic: cluster.leader(t, 0) == leader,
+                 what=f"broker {leader} to lead {topic}")
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for topic in ("gone", "kept"):
         producer.produce(topic, b"before")
     assert producer.flush(WAIT_S) == 0
 
-    # broker 2 does not hear of the deletion yet: it keeps following "gone" while the
+    # the follower does not hear of the deletion yet: it keeps following "gone" while the
     # leader, which has deleted it, answers it UNKNOWN_TOPIC_OR_PARTITION
-    cluster.proxies[FOLLOWER].cut("freeze")
+    cluster.proxies[follower].cut("freeze")
     try:
         admin.delete_topics(["gone"], request_timeout=WAIT_S)["gone"].result(WAIT_S)
-        wait_for(lambda: not hosts(cluster, LEADER, "gone"), what="the leader to drop gone-0")
-        # acknowledged only once broker 2 fetched "kept" after the deletion, in answers
+        wait_for(lambda: not hosts(cluster, leader, "gone"), what="the leader to drop gone-0")
+        # acknowledged only once the follower fetched "kept" after the deletion, in answers
         # that carried gone-0's error
         producer.produce("kept", b"after")
         assert producer.flush(WAIT_S) == 0
     finally:
-        cluster.proxies[FOLLOWER].restore()
-    wait_for(lambda: not hosts(cluster, FOLLOWER, "gone"),
-             what="broker 2 to hear of the deletion and drop gone-0")
-    # broker 2 still follows "kept" from broker 1: its fetches name gone-0 as forgotten
+        cluster.proxies[follower].restore()
+    wait_for(lambda: not hosts(cluster, follower, "gone"),
+             what="the follower to hear of the deletion and drop gone-0")
+    # the follower still follows "kept" from the leader: its fetches name gone-0 as forgotten
     # once, then long-poll as any idle follower's
     producer.produce("kept", b"settled")
     assert producer.flush(WAIT_S) == 0
-    start, before = time.monotonic(), fetches(cluster, LEADER)
+    start, before = time.monotonic(), fetches(cluster, leader)
     time.sleep(WINDOW_S)  # a rate over a window, not a wait for a condition
-    count = fetches(cluster, LEADER) - before
+    count = fetches(cluster, leader) - before
     elapsed = time.monotonic() - start
     assert count <= MAX_FETCHES, (
-        f"broker {LEADER} answered {count:.0f} fetches in {elapsed:.1f} s: a follower's "
+        f"broker {leader} answered {count:.0f} fetches in {elapsed:.1f} s: a follower's "
         "session still holds the deleted partition, answered at once with its error")
     assert [v for _, v in cluster.read_partition("kept", 0)] == [b"before", b"after",
                                                                  b"settled"]
