@@ -77,6 +77,17 @@ from tests.cluster.zookeeper import ZooKeeperServer, unavailable_reason  # noqa:
 
 PER_TOPIC = 100
 BROKERS = (1, 2, 3)
+#: the ZooKeeper server's process id (its CPU seconds are read from /proc)
+ZOOKEEPER_PID = [0]
+
+
+def zookeeper_cpu_s() -> float:
+    """CPU seconds ZooKeeper's JVM has used so far (0 where /proc cannot tell)."""
+    try:
+        fields = Path(f"/proc/{ZOOKEEPER_PID[0]}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def replicas(index: int) -> list[int]:
@@ -260,7 +271,7 @@ async def measure(connect: str, partitions: int, timeout: float, tmp: Path,
             # the broker's view: a process of its own, started once the controller is done
             view = await anyio.to_thread.run_sync(start_watcher, connect,
                                                   len(names) * PER_TOPIC, timeout)
-            t_kill, cpu_kill = time.monotonic(), time.process_time()
+            t_kill, cpu_kill, zk_kill = time.monotonic(), time.process_time(), zookeeper_cpu_s()
             await clients[3].close()  # broker 3's session ends: its registration goes
 
             async def noticed() -> bool:
@@ -268,7 +279,7 @@ async def measure(connect: str, partitions: int, timeout: float, tmp: Path,
 
             t_noticed = await wait_until(noticed, timeout, "the controller noticed")
             t_done = await wait_until(settled, timeout, "the controller's reconcile")
-            cpu_done = time.process_time()
+            cpu_done, zk_done = time.process_time(), zookeeper_cpu_s()
             t_moved = await wait_until(lambda: states_without(backend, names, 3), timeout,
                                        "every state without broker 3")
             t_seen, view_cpu = await watcher_done(view, timeout)
@@ -285,6 +296,7 @@ async def measure(connect: str, partitions: int, timeout: float, tmp: Path,
             "noticed_s": round(t_noticed - t_kill, 2),
             "controller_s": round(t_done - t_noticed, 2),
             "controller_cpu_s": round(cpu_done - cpu_kill, 2),
+            "zookeeper_cpu_s": round(zk_done - zk_kill, 2),
             "elections_s": round(t_moved - t_kill, 2),
             "broker_view_s": round(t_seen - t_kill, 2),
             "broker_view_cpu_s": round(view_cpu, 2)}
@@ -319,7 +331,7 @@ async def failover_figures(controller: Controller, connect: str, names: list[str
     backend.update_partition_states = counting  # type: ignore[method-assign]
     view = await anyio.to_thread.run_sync(start_watcher, connect, len(keys), timeout)
     await listener.close()  # broker 3's process is gone; its session lives on
-    t_start, cpu_start = time.monotonic(), time.process_time()
+    t_start, cpu_start, zk_start = time.monotonic(), time.process_time(), zookeeper_cpu_s()
     tg.start_soon(controller.run)
 
     async def elected() -> bool:
@@ -328,7 +340,7 @@ async def failover_figures(controller: Controller, connect: str, names: list[str
     t_elected = await wait_until(elected, timeout, "the controller elected")
     with anyio.fail_after(timeout):
         await all_written.wait()
-    cpu_done = time.process_time()
+    cpu_done, zk_done = time.process_time(), zookeeper_cpu_s()
     t_moved = await wait_until(lambda: states_without(backend, names, 3), timeout,
                                "every state without broker 3")
     t_seen, view_cpu = await watcher_done(view, timeout)
@@ -336,6 +348,7 @@ async def failover_figures(controller: Controller, connect: str, names: list[str
             "elected_s": round(t_elected - t_start, 2),
             "elections_done_s": round(t_written[0] - t_start, 2),
             "controller_cpu_s": round(cpu_done - cpu_start, 2),
+            "zookeeper_cpu_s": round(zk_done - zk_start, 2),
             "read_back_s": round(t_moved - t_start, 2),
             "broker_view_s": round(t_seen - t_start, 2),
             "broker_view_cpu_s": round(view_cpu, 2)}
@@ -365,6 +378,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-controller-load-") as tmp:
         zookeeper = ZooKeeperServer(Path(tmp) / "zk",
                                     production=args.zookeeper == "production").start()
+        assert zookeeper.proc is not None
+        ZOOKEEPER_PID[0] = zookeeper.proc.pid
         try:
             connect = zookeeper.connect_string(f"/load-{uuid.uuid4().hex[:8]}")
             result = asyncio.run(measure(connect, args.partitions, args.timeout, Path(tmp),
@@ -379,7 +394,8 @@ def main() -> None:
         print(f"kill -9 of the controller (broker 3), {result['partitions']} partitions (RF 3, "
               f"3 brokers): the new controller elected {result['elected_s']} s after its "
               f"start, every state without broker 3 written {result['elections_done_s']} s "
-              f"after its start ({result['controller_cpu_s']} CPU seconds in its process), "
+              f"after its start ({result['controller_cpu_s']} CPU seconds in its process, "
+              f"{result['zookeeper_cpu_s']} in ZooKeeper's), "
               f"read back {result['read_back_s']} s, a watching broker saw every change "
               f"{result['broker_view_s']} s after the start ({result['broker_view_cpu_s']} CPU "
               f"seconds in its process)")
@@ -389,7 +405,8 @@ def main() -> None:
               f"{result['loaded_s']} s after start; broker 3's session closed: noticed "
               f"{result['noticed_s']} s later, the controller's writes done "
               f"{result['controller_s']} s after noticing ({result['controller_cpu_s']} CPU "
-              f"seconds in its process), every state without it (read back) "
+              f"seconds in its process, {result['zookeeper_cpu_s']} in ZooKeeper's), every "
+              f"state without it (read back) "
               f"{result['elections_s']} s after the close, a watching broker saw every change "
               f"{result['broker_view_s']} s after the close ({result['broker_view_cpu_s']} CPU "
               f"seconds in its process)")
