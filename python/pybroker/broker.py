@@ -259,7 +259,10 @@ class Broker:
                 task_status.started(self.bound_ports)
                 await self._stop.wait()
                 if config["controlled.shutdown.enable"]:
-                    # leaderships move away while this broker still serves
+                    # leaderships move away while this broker still serves; a partition
+                    # whose ISR it was taken out of stops being fetched (Kafka's
+                    # StopReplica), so its leader does not take it back in
+                    replicas.shutting_down = True
                     await controlled_shutdown(broker_id, config, metadata, controller)
                 tg.cancel_scope.cancel()
         finally:

@@ -154,3 +154,115 @@ def test_a_followers_takeover_records_the_epoch_off_the_loop_once_it_no_longer_f
         else:
             assert lines == ["0", "1", "5 0"]
     logs.shutdown()
+
+
+def _manager(tmp_path: Path) -> tuple[LogManager, ReplicaFetcherManager, ReplicaManager]:
+    config = BrokerConfig({"log.dirs": str(tmp_path)})
+    logs = LogManager(config, "cluster")
+    logs.startup()
+    fetchers = ReplicaFetcherManager(0, MetadataCache("cluster"), config)
+    return logs, fetchers, ReplicaManager(0, logs, Purgatory(), fetchers)
+
+
+def _fetched(fetchers: ReplicaFetcherManager, key: tuple[str, int]) -> bool:
+    return any(key in f.states for f in fetchers.fetchers.values())
+
+
+def test_takeovers_over_many_topics_record_their_epochs_side_by_side_in_one_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A controlled shutdown moves leaderships of every topic at once: the broker
+    taking them over records every new epoch in one worker-thread call, the checkpoint
+    writes (each a write, an fsync, a rename and a dir fsync) running side by side
+    rather than one after another, topic after topic (issue 25)."""
+    from pybroker.replica import manager as manager_module
+    from pybroker.replica.manager import _LeadAt
+
+    logs, fetchers, replicas = _manager(tmp_path)
+    ids = {name: uuid.uuid4() for name in ("a", "b", "c")}
+
+    def states(name: str, takeover: bool) -> tuple[TopicRecord, None]:
+        # broker 1 leads; then broker 0 takes over 0-2 of each topic at epoch 1
+        return TopicRecord(name, ids[name], [
+            PartitionState(leader=0 if takeover and i < 3 else 1,
+                           leader_epoch=1 if takeover and i < 3 else 0,
+                           replicas=[0, 1], isr=[0, 1]) for i in range(4)], {}), None
+
+    calls: list[int] = []
+    running = [0, 0]  # now, most at once
+    lock = threading.Lock()
+    both = threading.Barrier(2, timeout=10)
+    record_epochs = manager_module._record_epochs
+    run = _LeadAt.run
+
+    def counting_record(steps: list[_LeadAt]) -> None:
+        calls.append(len(steps))
+        record_epochs(steps)
+
+    def concurrent_run(self: _LeadAt) -> None:
+        with lock:
+            running[0] += 1
+            running[1] = max(running)
+        try:
+            if self.partition.index == 0 and self.partition.topic in ("a", "b"):
+                both.wait()  # a and b's first takeovers: only side by side do both pass
+            run(self)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(manager_module, "_record_epochs", counting_record)
+    monkeypatch.setattr(_LeadAt, "run", concurrent_run)
+
+    async def main() -> None:
+        await replicas.apply_topics_async([states(n, False) for n in ids])
+        assert calls == []  # nothing taken over: nothing recorded
+        await replicas.apply_topics_async([states(n, True) for n in ids])
+
+    anyio.run(main)
+    assert calls == [9], calls  # the three topics' nine takeovers, in one call
+    assert running[1] >= 2, running
+    for name in ids:
+        for index in range(4):
+            partition = replicas.get(name, index)
+            assert partition is not None and partition.is_leader == (index < 3)
+            assert _fetched(fetchers, (name, index)) == (index >= 3)
+            if index < 3:
+                lines = (tmp_path / f"{name}-{index}" / "leader-epoch-checkpoint").read_text()
+                assert lines.splitlines() == ["0", "1", "1 0"]
+            else:  # followed: nothing fetched, no epoch
+                assert partition.log.log.latest_epoch is None
+    logs.shutdown()
+
+
+def test_a_broker_in_controlled_shutdown_stops_fetching_what_it_left_the_isr_of(
+        tmp_path: Path) -> None:
+    """Kafka's controller sends StopReplica to a broker in controlled shutdown for the
+    partitions it took it out of the ISR of: it stops fetching them. Otherwise their
+    leaders, seeing it caught up, take it back into the ISR (issue 25: a 10,000-partition
+    controlled shutdown saw 3,400 such ISR expansions), and acks=all waits for a broker
+    about to stop. Partitions still with it in the ISR are fetched as before."""
+    logs, fetchers, replicas = _manager(tmp_path)
+    topic_id = uuid.uuid4()
+
+    def states(isr_of: dict[int, list[int]]) -> TopicRecord:
+        return TopicRecord("t", topic_id, [
+            PartitionState(leader=1, leader_epoch=0, replicas=[1, 0, 2],
+                           isr=isr_of.get(i, [1, 0, 2])) for i in range(3)], {})
+
+    async def main() -> None:
+        await replicas.apply_topic_async(states({}))
+        assert all(_fetched(fetchers, ("t", i)) for i in range(3))
+        # an ISR change before the shutdown began: a lagging follower keeps fetching
+        await replicas.apply_topic_async(states({0: [1, 2]}))
+        assert _fetched(fetchers, ("t", 0))
+        replicas.shutting_down = True
+        await replicas.apply_topic_async(states({0: [1, 2], 1: [1, 2]}))
+
+    anyio.run(main)
+    assert not _fetched(fetchers, ("t", 0))
+    assert not _fetched(fetchers, ("t", 1))
+    assert _fetched(fetchers, ("t", 2))
+    for index in range(3):
+        partition = replicas.get("t", index)
+        assert partition is not None and partition.leader == 1 and not partition.is_leader
+    logs.shutdown()

@@ -363,12 +363,14 @@ class CoordinationBackend(Protocol):
         batches may have happened: each was fenced, by a lease that held then)."""
         ...
 
-    async def watch_partition_states(self, callback: Callback) -> WatchHandle:
+    async def watch_partition_states(self, callback: Callback, *,
+                                     whole_batches: bool = False) -> WatchHandle:
         """callback(topic, {partition: VersionedState | None}) with every partition state
         of every topic, then with the changes; None when the state is deleted. Changes
         seen together come as one call per topic (a controller's batch of a topic's
-        states is applied once, not once per partition). ZooKeeper holds one watch per
-        state znode (plus one per topic's partitions list)."""
+        states is applied once, not once per partition); with `whole_batches`, as one
+        call for every topic: callback({topic: {partition: VersionedState | None}}).
+        ZooKeeper holds one watch per state znode (plus one per topic's partitions list)."""
         ...
 
     # --- ISR change notifications (leader -> controller) ---

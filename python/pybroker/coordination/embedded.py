@@ -620,10 +620,12 @@ class EmbeddedBackend:
                     self._fire_states(topic, list(states))
             return outcomes
 
-    async def watch_partition_states(self, callback: Callback) -> WatchHandle:
+    async def watch_partition_states(self, callback: Callback, *,
+                                     whole_batches: bool = False) -> WatchHandle:
         self._dispatcher.start()
         handle = WatchHandle(lambda: self._watchers["states"].pop(handle, None))
-        batches = StateBatches(self._dispatcher, callback, lambda: handle.cancelled)
+        batches = StateBatches(self._dispatcher, callback, lambda: handle.cancelled,
+                               whole_batches)
         self._watchers["states"][handle] = batches.add
 
         async def initial() -> None:

@@ -178,13 +178,17 @@ class StateBatches:
     `add` collects a change and queues one flush job on the dispatcher (keyed: a
     flush still queued absorbs the changes that arrive before it runs), so the
     changes already queued behind the first one reach the callback in one call per
-    topic: callback(topic, {partition: state or None}), the newest value of each."""
+    topic: callback(topic, {partition: state or None}), the newest value of each.
+    With `whole`, in one call for all of them: callback({topic: {partition: ...}}), so
+    a broker applies a controller's batch over many topics (a controlled shutdown
+    moves leaderships of every topic) in one pass (issue 25)."""
 
     def __init__(self, dispatcher: Dispatcher, callback: Callback,
-                 cancelled: Callable[[], bool]) -> None:
+                 cancelled: Callable[[], bool], whole: bool = False) -> None:
         self.dispatcher = dispatcher
         self.callback = callback
         self.cancelled = cancelled
+        self.whole = whole
         self._pending: dict[str, dict[int, Any]] = {}
 
     def add(self, topic: str, partition: int, state: Any) -> None:
@@ -196,6 +200,10 @@ class StateBatches:
         first read, so watch_partition_states returns with the current states given)."""
         pending, self._pending = self._pending, {}
         if self.cancelled():
+            return
+        if self.whole:
+            if pending:
+                await invoke(self.callback, pending)
             return
         for topic, changes in pending.items():
             await invoke(self.callback, topic, changes)

@@ -505,12 +505,14 @@ class TopicOps:
                 f"controller epoch {lease.epoch} (broker {lease.broker_id}) was superseded")
         return retry
 
-    async def watch_partition_states(self, callback: Callback) -> WatchHandle:
+    async def watch_partition_states(self, callback: Callback, *,
+                                     whole_batches: bool = False) -> WatchHandle:
         def decode(path: str, data: bytes | None, stat: ZnodeStat) -> LeaderAndIsr:
             return zn.decode(path, data, LeaderAndIsr)
 
         watch: list[ZkWatch] = []
-        batches = StateBatches(self._dispatcher, callback, lambda: watch[0].cancelled)
+        batches = StateBatches(self._dispatcher, callback, lambda: watch[0].cancelled,
+                               whole_batches)
 
         def on_state(topic: str, partition: int, state: LeaderAndIsr | None,
                      version: int) -> None:

@@ -45,7 +45,7 @@ class MetadataListener:
             await watch.watch_controller(self._controller_changed),
             await watch.watch_topics(self._topics_changed),
             await watch.watch_topic_configs(self._configs_changed),
-            await watch.watch_partition_states(self._state_changed),
+            await watch.watch_partition_states(self._states_changed, whole_batches=True),
             watch.on_session_reestablished(self._session_reestablished),
         ]
 
@@ -104,16 +104,21 @@ class MetadataListener:
         self.configs[name] = dict(configs)
         self.publisher.topic_configs_changed(self._record(name)[0])
 
-    async def _state_changed(self, topic: str, changes: dict[int, VersionedState | None]) -> None:
-        """Some of a topic's partition states changed (together, as the controller
-        writes a topic's states): the topic is applied once for all of them."""
-        for partition, state in changes.items():
-            if state is None:
-                self.states.pop((topic, partition), None)
-            else:
-                self.states[(topic, partition)] = state
-        if topic in self.assignments:
-            await self._publish(topic)
+    async def _states_changed(self, batch: dict[str, dict[int, VersionedState | None]]
+                              ) -> None:
+        """Partition states changed, of one topic or many (seen together: a
+        controller's batch, say every leadership of a broker in controlled shutdown):
+        each topic is applied once for all of its changes, and the topics in one pass
+        (the replica layer records the leader epochs of every takeover together)."""
+        for topic, changes in batch.items():
+            for partition, state in changes.items():
+                if state is None:
+                    self.states.pop((topic, partition), None)
+                else:
+                    self.states[(topic, partition)] = state
+        names = [topic for topic in batch if topic in self.assignments]
+        if names:
+            await self.publisher.topics_changed([self._record(name) for name in names])
 
     async def _session_reestablished(self) -> None:
         """A new session after a lost one (run after the watches were re-read). The

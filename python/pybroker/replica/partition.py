@@ -92,8 +92,13 @@ class ReplicaPartition:
         removed = set() if new_epoch else set(self.isr) - set(state.isr)
         self._take(state, version)
         if new_epoch:
-            # the epoch starts at our log end: a returning replica truncates to it
-            self.log.log.assign_leader_epoch(state.leader_epoch, self.log_end_offset)
+            # the epoch starts at our log end: a returning replica truncates to it. Most
+            # often recorded already, off the loop (ReplicaManager's _LeadAt): no call
+            # then (a no-op, since every entry starts at or below the log end, but one
+            # that lets the GIL go and waits to get it back, once per partition: seconds
+            # over a thousand takeovers while other threads are busy, issue 25)
+            if self.log.log.latest_epoch != state.leader_epoch:
+                self.log.log.assign_leader_epoch(state.leader_epoch, self.log_end_offset)
             self.epoch_start_offset = self.log_end_offset
         self.followers = {
             b: (FollowerState(last_caught_up_ms=now) if b in removed
