@@ -285,6 +285,47 @@ def read_states(connect: str, topics: list[str], per_topic: int
     return asyncio.run(read())
 
 
+def served_elsewhere(cluster: Any, target: int, topics: list[str], timeout: float
+                     ) -> dict[int, float | None]:
+    """Poll every other broker's Metadata until it shows every partition led by a broker
+    other than `target` (a broker's cache gives the leader of a partition it is to lead
+    only once its replica layer took the leadership on); broker -> the time.time() it
+    did. One topic a request (a full Metadata over thousands of partitions would stall
+    the loops it measures), a topic seen done on a broker not asked again."""
+    from pybroker.client.connection import BrokerConnection
+
+    async def watch(bootstrap: str) -> float | None:
+        host, port = bootstrap.rsplit(":", 1)
+        connection = BrokerConnection(host, int(port), "bench-controller", 30.0)
+        pending = list(topics)
+        deadline = time.monotonic() + timeout
+        try:
+            while pending and time.monotonic() < deadline:
+                for topic in list(pending):
+                    try:
+                        body = await connection.request(3, 8, {
+                            "topics": [{"name": topic}], "allow_auto_topic_creation": False,
+                            "include_cluster_authorized_operations": False,
+                            "include_topic_authorized_operations": False})
+                    except Exception:  # noqa: BLE001 - a slow answer: asked again
+                        await asyncio.sleep(0.1)
+                        continue
+                    leaders = [p["leader_id"] for t in body["topics"] for p in t["partitions"]]
+                    if leaders and all(leader not in (-1, target) for leader in leaders):
+                        pending.remove(topic)
+                    await asyncio.sleep(0.005)
+        finally:
+            await connection.close()
+        return None if pending else time.time()
+
+    async def every() -> dict[int, float | None]:
+        others = sorted(b for b in cluster.brokers if b != target)
+        done = await asyncio.gather(*(watch(cluster.brokers[b].bootstrap) for b in others))
+        return dict(zip(others, done, strict=True))
+
+    return asyncio.run(every())
+
+
 def poll_until(check: Any, timeout: float, what: str) -> float:
     """Poll `check()` until true; the time.time() it was first seen true."""
     deadline = time.monotonic() + timeout
@@ -564,9 +605,14 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     print(f"cluster: controlled shutdown of broker {target} ({led} leaderships)",
           file=sys.stderr, flush=True)
     proc = cluster.brokers[target].proc
+    spies = profile_brokers(cluster, args.profile_shutdown, "shutdown")
     watch.phase("controlled shutdown")
     t_term = time.time()
     proc.send_signal(signal.SIGTERM)
+    served: dict[int, float | None] = {}
+    server = threading.Thread(target=lambda: served.update(
+        served_elsewhere(cluster, target, topics, args.timeout)), daemon=True)
+    server.start()
     try:
         t_moved: float | None = poll_until(
             lambda: all(s["leader"] != target for s in states().values()), args.timeout,
@@ -574,6 +620,10 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     except RuntimeError as exc:
         print(f"cluster: {exc}; going on", file=sys.stderr, flush=True)
         t_moved = None
+    server.join(args.timeout)
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(60)
     proc.wait(timeout=args.timeout * 3)
     t_exit = time.time()
     unclean = log_lines_since(cluster.brokers[target].log_path, t_term,
@@ -581,9 +631,17 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
                               r"unclean shutdown")
     own = log_lines_since(cluster.brokers[controller].log_path, t_term,
                           rf"controlled shutdown of broker {target},.* in ([\d.]+) s")
+    applied = {b: [(round(when - t_term, 2), line.split("] ", 1)[-1][:120]) for when, line in
+                   log_lines_since(cluster.brokers[b].log_path, t_term,
+                                   r"applied the partition states of .* became leader of "
+                                   r"[1-9]")]
+               for b in cluster.brokers if b != target}
     result["controlled_shutdown"] = {
         "broker": target, "leaderships": led,
         "moved_s": round(t_moved - t_term, 2) if t_moved else None,
+        "takeovers_applied": applied,
+        "served_by_new_leaders_s": {b: round(t - t_term, 2) if t else None
+                                    for b, t in sorted(served.items())},
         "exited_s": round(t_exit - t_term, 2),
         "failed_attempts_and_unclean": [line[-160:] for _, line in unclean],
         "controller_s": [float(re.search(r"in ([\d.]+) s", line)[1]) for _, line in own],
@@ -639,6 +697,26 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     }
     result["event_loop"] = watch.stop()
     return result
+
+
+def profile_brokers(cluster: Any, directory: str | None, phase: str
+                    ) -> list[subprocess.Popen[bytes]]:
+    """py-spy record (raw stacks of every thread, idle included) of every live broker
+    into DIRECTORY, until SIGINT; none without a directory."""
+    if not directory:
+        return []
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    spies = []
+    for broker_id, broker in sorted(cluster.brokers.items()):
+        if broker.proc is None or broker.proc.poll() is not None:
+            continue
+        out = Path(directory) / f"{phase}-broker{broker_id}-{int(time.time())}.txt"
+        spies.append(subprocess.Popen(
+            ["py-spy", "record", "--pid", str(broker.proc.pid), "--idle", "--threads",
+             "--format", "raw", "--rate", "100", "-o", str(out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    time.sleep(1.0)  # attached before the phase starts
+    return spies
 
 
 def kill_a_leader(cluster: Any, watch: LoopWatch, states: Any, args: argparse.Namespace
@@ -707,9 +785,14 @@ def report_cluster(r: dict[str, Any]) -> None:
     c = r["controlled_shutdown"]
     print(f"  controlled shutdown of broker {c['broker']} ({c['leaderships']} leaderships): "
           f"moved in {c['moved_s']} s (polled), controller's work {c['controller_s']} s, "
+          f"every other broker's Metadata shows every new leader after "
+          f"{c.get('served_by_new_leaders_s')} s (polled), "
           f"process exited after {c['exited_s']:.2f} s")
     for line in c["failed_attempts_and_unclean"]:
         print(f"    {line}")
+    for b, lines in sorted(c.get("takeovers_applied", {}).items()):
+        for since, line in lines[:6]:
+            print(f"    broker {b} +{since} s: {line}")
     if r["restart"] is not None:
         report_restart(r["restart"])
     k = r.get("leader_kill")
@@ -772,6 +855,9 @@ def main() -> None:
     parser.add_argument("--profile-restart", metavar="DIR",
                         help="--cluster: py-spy record (raw stacks, idle included) of each "
                              "restarted broker until it is in every ISR, into DIR")
+    parser.add_argument("--profile-shutdown", metavar="DIR",
+                        help="--cluster: py-spy record (raw stacks, idle included) of every "
+                             "broker through the controlled shutdown, into DIR")
     parser.add_argument("--skip-pybroker", action="store_true")
     parser.add_argument("--pybroker-cmd", help="command that starts pybroker, before 'serve'")
     parser.add_argument("--json", help="write the figures here too")
