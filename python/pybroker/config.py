@@ -275,8 +275,9 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
        minimum=0),
     _k("replica.fetch.response.max.bytes", T.INT, 10485760,
        "Bytes a follower fetches per request.", minimum=0),
-    _k("replica.fetch.backoff.ms", T.INT, 1000, "A follower's pause after a fetch error.",
-       minimum=0),
+    _k("replica.fetch.backoff.ms", T.INT, 1000,
+       "How long a follower leaves a partition out of its fetches after the leader "
+       "answered it with an error (the others go on being fetched).", minimum=0),
     _k("replica.socket.timeout.ms", T.INT, 30000, "Timeout of a follower's requests."),
     # KIP-392: which replica a consumer with client.rack is sent to; Kafka's class name,
     # unset (null) keeps every consumer on the leader

@@ -86,6 +86,8 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
                 ctx.metrics.record_fetch(topics)
             endpoints = leader_hints(ctx, request, topics) if request.version >= 16 else []
             session_id, answers = session.respond(topics, unknown)
+            if errors or unknown:
+                ctx.metrics.record_fetch_errors(answers)
             if session.error:
                 return session.error_response() | {"session_id": session_id}
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,

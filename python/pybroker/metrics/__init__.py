@@ -13,6 +13,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from pybroker.errors import ErrorCode
+
 #: upper bounds (seconds) of the request latency histogram buckets; +Inf is implied
 LATENCY_BUCKETS_S: tuple[float, ...] = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -64,6 +66,9 @@ class BrokerMetrics:
         self.authorizations_failed = 0
         #: (quota type, milliseconds of throttle imposed)
         self.throttle_ms: dict[str, int] = {}
+        #: error name -> partitions answered with it in Fetch responses (what Kafka's
+        #: ErrorsPerSec,request=Fetch counts: a response's partition errors)
+        self.fetch_errors: dict[str, int] = {}
 
     # --- hooks on the request path ---
     def record_produce(self, topic: str, size_bytes: int, record_count: int) -> None:
@@ -80,6 +85,19 @@ class BrokerMetrics:
             if size:
                 name = topic["topic"]
                 out[name] = out.get(name, 0) + size
+
+    def record_fetch_errors(self, responses: Sequence[Mapping[str, Any]]) -> None:
+        """Count the partition errors of a Fetch response body's `responses`."""
+        counts = self.fetch_errors
+        for topic in responses:
+            for p in topic["partitions"]:
+                code = p["error_code"]
+                if code:
+                    try:
+                        name = ErrorCode(code).name
+                    except ValueError:  # a code this broker has no name for
+                        name = str(code)
+                    counts[name] = counts.get(name, 0) + 1
 
     def observe_request(self, api_key: int, seconds: float) -> None:
         stats = self.requests.get(api_key)

@@ -100,6 +100,9 @@ def render(metrics: BrokerMetrics, broker: BrokerContext | None = None) -> str:
                "Requests waiting in purgatory: long-polling fetches, acks=all produces.",
                [((("operation", kind),), broker.purgatory.waiting[kind] if broker else 0)
                 for kind in ("fetch", "produce")])
+    out.family("pybroker_fetch_partition_errors_total", "counter",
+               "Partitions answered with an error in Fetch responses, by error.",
+               [((("error", e),), v) for e, v in sorted(metrics.fetch_errors.items())])
     out.family("pybroker_connections", "gauge", "Open client connections.",
                [((), metrics.connections_open)])
     out.family("pybroker_connections_opened_total", "counter", "Client connections accepted.",

@@ -14,12 +14,19 @@ the first, a fetch names only the partitions whose position moved.
 Per response, the work is one Rust call without the GIL (_core.apply_fetch_response):
 the answer is read into the connection's receive buffer, walked, and each partition's
 records appended to its log from there, uncopied. Python then handles per partition
-what changes state: the high watermark, the log start, errors and truncation."""
+what changes state: the high watermark, the log start, errors and truncation.
+
+A partition the leader answers with an error is left out of this fetcher's requests
+for replica.fetch.backoff.ms while the others go on being fetched (Kafka's
+delayPartitions): left out, it is forgotten in the leader's fetch session, which would
+otherwise answer its error at once in every fetch, and named again once its delay is
+over."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from typing import Any
 
 import anyio
@@ -49,6 +56,10 @@ LATEST = -1
 #: new leader from the store's watches, in no set order) is asked again this soon,
 #: rather than after replica.fetch.backoff.ms: acks=all waits for this follower
 LEADER_CATCHING_UP_S = 0.05
+#: ... for this long after the partition joined the fetcher and until it is first
+#: fetched; after that the error means our metadata is behind (the leader moved): Kafka's
+#: replica.fetch.backoff.ms
+LEADER_CATCHING_UP_FOR_S = 5.0
 LEADER_CATCHING_UP = frozenset({ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER})
 
 #: errors that mean "this leader is not (yet) the one to ask": wait for metadata
@@ -67,6 +78,12 @@ class FetchState:
     #: where the next fetch starts (the log end, once truncated)
     fetch_offset: int = 0
     truncated: bool = False
+    #: answered without error at this epoch at least once
+    fetched: bool = False
+    #: time.monotonic() when it joined the fetcher
+    added_at: float = dataclasses.field(default_factory=time.monotonic)
+    #: time.monotonic() before which it is not asked for (after an error)
+    delayed_until: float = 0.0
 
 
 class ReplicaFetcher:
@@ -88,8 +105,6 @@ class ReplicaFetcher:
         self._connection: BrokerConnection | None = None
         self.session = FetchSessionHandler()
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
-        #: the last answer said the leader has not caught up with the new epoch yet
-        self._leader_behind = False
 
     def add(self, partition: ReplicaPartition) -> None:
         self.states[(partition.topic, partition.index)] = FetchState(
@@ -109,17 +124,36 @@ class ReplicaFetcher:
             if connection is None:
                 await anyio.sleep(self.backoff_s)
                 continue
-            self._leader_behind = False
             try:
                 await self._truncate_new(connection)
                 progressed = await self._fetch_once(connection)
             except BrokerUnreachable as exc:
                 log.info("fetching from broker %d failed: %s", self.leader_id, exc)
                 self.session.reset()
-                progressed = False
+                await anyio.sleep(self.backoff_s)
+                continue
             if not progressed:
-                await anyio.sleep(min(self.backoff_s, LEADER_CATCHING_UP_S)
-                                  if self._leader_behind else self.backoff_s)
+                await anyio.sleep(self._idle_s())
+
+    def _idle_s(self) -> float:
+        """How long to wait when nothing could be fetched: until the first delayed
+        partition may be asked again, at most replica.fetch.backoff.ms."""
+        now = time.monotonic()
+        delays = [s.delayed_until - now for s in self.states.values() if s.delayed_until > now]
+        return max(0.0, min([self.backoff_s, *delays]))
+
+    def _ready(self, state: FetchState, now: float) -> bool:
+        return state.delayed_until <= now
+
+    def _delay(self, state: FetchState, code: ErrorCode) -> None:
+        """Leave the partition out of requests for replica.fetch.backoff.ms after an
+        error (Kafka's delayPartitions); shorter while a new leader may still be
+        catching up with the epoch we follow."""
+        now = time.monotonic()
+        catching_up = (code in LEADER_CATCHING_UP and not state.fetched
+                       and now - state.added_at < LEADER_CATCHING_UP_FOR_S)
+        state.delayed_until = now + (min(self.backoff_s, LEADER_CATCHING_UP_S)
+                                     if catching_up else self.backoff_s)
 
     def _connect(self) -> BrokerConnection | None:
         endpoint = self.metadata.broker(self.leader_id)
@@ -137,7 +171,8 @@ class ReplicaFetcher:
 
     # --- truncation by leader epoch ---------------------------------------------------
     async def _truncate_new(self, connection: BrokerConnection) -> None:
-        pending = [s for s in self.states.values() if not s.truncated]
+        now = time.monotonic()
+        pending = [s for s in self.states.values() if not s.truncated and self._ready(s, now)]
         if not pending:
             return
         topics: dict[str, list[dict[str, Any]]] = {}
@@ -168,7 +203,7 @@ class ReplicaFetcher:
                     continue
                 code = ErrorCode(answer["error_code"])
                 if code != ErrorCode.NONE:
-                    self._leader_behind |= code in LEADER_CATCHING_UP
+                    self._delay(state, code)
                     log.info("OffsetForLeaderEpoch for %s-%d from broker %d: %s",
                              topic["topic"], answer["partition"], self.leader_id, code.name)
                     continue
@@ -208,8 +243,10 @@ class ReplicaFetcher:
         """One Fetch for every truncated partition; False when nothing could be
         fetched (all errored), so the caller backs off."""
         # a partition on a failed log dir is not written to again (take_offline drops it)
+        # nor is one delayed after an error: left out, the leader's session forgets it
+        now = time.monotonic()
         ready = {k: s for k, s in self.states.items()
-                 if s.truncated and not s.partition.log.offline}
+                 if s.truncated and not s.partition.log.offline and self._ready(s, now)}
         if self.quota is not None and ready and self.quota.exceeded():
             ready = {k: s for k, s in ready.items() if not self._throttled(s)}
         if not ready:
@@ -260,7 +297,8 @@ class ReplicaFetcher:
                 progressed = True
             else:
                 failed = True
-                # sent again in the next fetch, so the leader answers it again
+                # named again (its fields re-sent) once asked for again, so the leader
+                # answers it again; until then the session forgets it
                 self.session.resend(key)
             if self.quota is not None and answer.records_bytes and self._throttled(state):
                 self.quota.record(answer.records_bytes)
@@ -303,11 +341,15 @@ class ReplicaFetcher:
             else:
                 p.update_follower_high_watermark(answer.high_watermark)
             p.follow_log_start_offset(answer.log_start_offset)
+            state.fetched = True
             return True
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             await self._reset_out_of_range(connection, state)
             return True
-        self._leader_behind |= code in LEADER_CATCHING_UP
+        if code != ErrorCode.FENCED_LEADER_EPOCH:
+            # Kafka delays every partition with an error but a fenced one, which waits for
+            # its new leader epoch (asked again at once here, as before)
+            self._delay(state, code)
         if code not in RETRIABLE:
             log.warning("fetching %s-%d from broker %d: %s; fetched again (nothing to do "
                         "unless it repeats: then check that broker's log)", p.topic, p.index,
