@@ -266,3 +266,36 @@ def test_a_broker_in_controlled_shutdown_stops_fetching_what_it_left_the_isr_of(
         partition = replicas.get("t", index)
         assert partition is not None and partition.leader == 1 and not partition.is_leader
     logs.shutdown()
+
+
+def test_a_topic_that_fails_to_apply_does_not_hold_back_the_others_of_its_batch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When each topic's states were their own watch callback, one failing left the
+    others applied; applied together in one pass, the others still are (and the failure
+    is raised after them, for the watch to log)."""
+    logs, fetchers, replicas = _manager(tmp_path)
+    records = [TopicRecord(name, uuid.uuid4(), [
+        PartitionState(leader=0, leader_epoch=0, replicas=[0], isr=[0]) for _ in range(2)], {})
+        for name in ("a", "b", "c")]
+    apply_one = ReplicaManager._apply_one
+
+    async def failing(self: ReplicaManager, record: TopicRecord,
+                      versions: list[int] | None) -> None:
+        if record.name == "b":
+            raise OSError("b's dir is gone")
+        await apply_one(self, record, versions)
+
+    monkeypatch.setattr(ReplicaManager, "_apply_one", failing)
+    applied: list[str] = []
+
+    async def main() -> None:
+        with pytest.raises(OSError, match="b's dir"):
+            await replicas.apply_topics_async([(r, None) for r in records],
+                                              lambda r: applied.append(r.name))
+
+    anyio.run(main)
+    assert applied == ["a", "c"]
+    assert all(replicas.get(name, i) is not None and replicas.get(name, i).is_leader
+               for name in ("a", "c") for i in range(2))
+    assert replicas.get("b", 0) is None
+    logs.shutdown()

@@ -179,6 +179,20 @@ def test_a_fetch_offset_past_the_log_end_is_no_progress(tmp_path: Path) -> None:
     assert p.high_watermark == 4
 
 
+def test_an_isr_member_the_leader_has_no_state_for_holds_the_high_watermark(
+        tmp_path: Path) -> None:
+    """Fail closed: an ISR that names a broker this leader knows nothing of (not among
+    the replicas it tracks) acknowledges nothing, however far the others have got."""
+    log = Partition("t", 0, tmp_path / "t-0",
+                    TopicConfig(BrokerConfig({}), {"min.insync.replicas": 1}),
+                    recovery_point=0, log_start_offset=0, clean_shutdown=False)
+    p = ReplicaPartition(log, 1, Purgatory())
+    p.make_leader(PartitionState(leader=1, leader_epoch=3, replicas=[1, 2], isr=[1, 2, 4]))
+    p.append_as_leader(batch(3), required_acks=-1)
+    p.record_follower_fetch(2, 3)
+    assert p.high_watermark == 0
+
+
 def test_a_follower_the_controller_took_out_rejoins_only_by_fetching_again(
         tmp_path: Path) -> None:
     """The controller takes a dead follower out of the ISR (same leader epoch); what it

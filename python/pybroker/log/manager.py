@@ -87,6 +87,12 @@ class LogManager:
         self._high_watermarks: dict[Path, dict[tuple[str, int], int]] = {}
         #: fsyncs of logs that are gone (deleted topics), so `flushes` never goes back
         self._flushes_closed = 0
+        # checkpoint writes are serialized (the periodic one on a worker thread,
+        # DeleteRecords' and the shutdown's on the loop: each writes `<file>.tmp` and
+        # renames it), and a snapshot older than the one on disk is not written
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_taken = 0
+        self._checkpoint_written = 0
         #: the compaction scheduler, once run_schedulers started it
         self.cleaner: Cleaner | None = None
         #: the logs opened in one burst (after a start, a new topic): one INFO line
@@ -198,15 +204,29 @@ class LogManager:
         return files
 
     def write_checkpoints(self) -> None:
-        write_checkpoint_files(self.checkpoint_files(), self.failures)
+        self._write_checkpoint_snapshot(*self._checkpoint_snapshot())
 
     async def write_checkpoints_in_thread(self) -> None:
         """write_checkpoints with the writes in a worker thread: each file is fsynced
         (3 per data dir, 4-24 ms together on the bench machine, more behind a produce
         load's writeback), which on the event loop stalled every request in flight
         (issue 18). The offsets are read here, on the loop, as before."""
-        await anyio.to_thread.run_sync(write_checkpoint_files, self.checkpoint_files(),
-                                       self.failures)
+        await anyio.to_thread.run_sync(self._write_checkpoint_snapshot,
+                                       *self._checkpoint_snapshot())
+
+    def _checkpoint_snapshot(self) -> tuple[int, list[tuple[Path, dict[tuple[str, int], int]]]]:
+        self._checkpoint_taken += 1
+        return self._checkpoint_taken, self.checkpoint_files()
+
+    def _write_checkpoint_snapshot(
+            self, taken: int, files: list[tuple[Path, dict[tuple[str, int], int]]]) -> None:
+        """Write one snapshot's files unless a later snapshot is on disk already (a
+        write on the loop that overtook one still waiting in its thread)."""
+        with self._checkpoint_lock:
+            if taken < self._checkpoint_written:
+                return
+            write_checkpoint_files(files, self.failures)
+            self._checkpoint_written = taken
 
     @property
     def flushes(self) -> int:

@@ -202,10 +202,20 @@ class ReplicaManager:
             started = time.monotonic()
             await anyio.to_thread.run_sync(_record_epochs, leading)
             self.epochs_recording_s += time.monotonic() - started
+        failed: Exception | None = None
         for record, versions in changes:
-            await self._apply_one(record, versions)
+            try:
+                await self._apply_one(record, versions)
+            except Exception as exc:  # noqa: BLE001 - the other topics are applied all the same
+                # (as when each topic was its own watch callback); raised once they are
+                log.error("applying the partition states of topic %s failed: %r", record.name,
+                          exc)
+                failed = failed or exc
+                continue
             if applied is not None:
                 applied(record)
+        if failed is not None:
+            raise failed
 
     async def _apply_one(self, record: TopicRecord, versions: list[int] | None) -> None:
         opened = await self._prepare(record)
