@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
-from confluent_kafka.admin import NewTopic
 
 from tests.cluster.cluster import WAIT_S, Cluster, cluster_fixture, wait_for
+from tests.cluster.one_fetch_session import fetches, hosts, topics_in_one_fetch_session
 from tests.cluster.zookeeper import ZooKeeperServer
 
 #: how long the erroring partition is watched while another one replicates
@@ -45,29 +45,13 @@ def answered(cluster: Cluster, broker_id: int, error: str) -> float:
         f'pybroker_fetch_partition_errors_total{{error="{error}"}}', 0.0)
 
 
-def fetches(cluster: Cluster, broker_id: int) -> float:
-    return cluster.metrics(broker_id).get('pybroker_requests_total{api="Fetch"}', 0.0)
-
-
-def hosts(cluster: Cluster, broker_id: int, topic: str) -> bool:
-    return (cluster.brokers[broker_id].data_dir / f"{topic}-0").exists()
 
 
 def test_an_erroring_partition_is_delayed_while_others_replicate(
         metered_proxied_cluster: Cluster) -> None:
     cluster = metered_proxied_cluster
     admin = cluster.admin()
-    controller = wait_for(cluster.controller, what="a controller")
-    follower = next(b for b in sorted(cluster.brokers) if b != controller)
-    leader, third = (b for b in sorted(cluster.brokers) if b != follower)
-    # both led by `leader` and followed by `follower` in one fetch session
-    for topic in ("gone", "busy"):
-        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=-1,
-                                      replica_assignment=[[leader, follower, third]])],
-                            request_timeout=WAIT_S)[topic].result(WAIT_S)
-        cluster.wait_full_isr(topic, 1)
-        wait_for(lambda t=topic: cluster.leader(t, 0) == leader,
-                 what=f"broker {leader} to lead {topic}")
+    leader, follower, third = topics_in_one_fetch_session(cluster, ("gone", "busy"))
     failures: list[KafkaError] = []
 
     def delivered(err: KafkaError | None, _msg: Message) -> None:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import NewTopic
 
 from tests.cluster.cluster import WAIT_S, Cluster, cluster_fixture, wait_for
+from tests.cluster.one_fetch_session import fetches, hosts, topics_in_one_fetch_session
 from tests.cluster.zookeeper import ZooKeeperServer
 
 #: how long the leader's fetch count is watched once the follower settled
@@ -36,12 +36,6 @@ def metered_proxied_cluster(zookeeper: ZooKeeperServer, tmp_path: Path,
                                overrides={"zookeeper.session.timeout.ms": "30000"})
 
 
-def fetches(cluster: Cluster, broker_id: int) -> float:
-    return cluster.metrics(broker_id).get('pybroker_requests_total{api="Fetch"}', 0.0)
-
-
-def hosts(cluster: Cluster, broker_id: int, topic: str) -> bool:
-    return (cluster.brokers[broker_id].data_dir / f"{topic}-0").exists()
 
 
 def test_a_partition_answered_with_an_error_then_unfollowed_is_forgotten(
@@ -50,17 +44,7 @@ def test_a_partition_answered_with_an_error_then_unfollowed_is_forgotten(
     admin = cluster.admin()
     # the follower is not the controller: the deletion goes through the controller, and
     # the follower's ZooKeeper link is frozen meanwhile
-    controller = wait_for(cluster.controller, what="a controller")
-    follower = next(b for b in sorted(cluster.brokers) if b != controller)
-    leader, third = (b for b in sorted(cluster.brokers) if b != follower)
-    # both led by `leader` and followed by `follower` in the same fetch session
-    for topic in ("gone", "kept"):
-        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=-1,
-                                      replica_assignment=[[leader, follower, third]])],
-                            request_timeout=WAIT_S)[topic].result(WAIT_S)
-        cluster.wait_full_isr(topic, 1)
-        wait_for(lambda t=topic: cluster.leader(t, 0) == leader,
-                 what=f"broker {leader} to lead {topic}")
+    leader, follower, third = topics_in_one_fetch_session(cluster, ("gone", "kept"))
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for topic in ("gone", "kept"):
         producer.produce(topic, b"before")
