@@ -50,6 +50,10 @@ class RecordingPublisher:
     def topic_changed(self, record: TopicRecord, versions: list[int] | None = None) -> None:
         self.handed.append(record)
 
+    async def topics_changed(self, changes: list[tuple[TopicRecord, list[int]]]) -> None:
+        for record, versions in changes:
+            self.topic_changed(record, versions)
+
     def topic_deleted(self, name: str) -> None:
         pass
 

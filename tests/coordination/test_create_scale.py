@@ -47,6 +47,10 @@ class RecordingPublisher:
         self.applied.append(record.name)
         self.latest[record.name] = record
 
+    async def topics_changed(self, changes: list[tuple[TopicRecord, list[int]]]) -> None:
+        for record, versions in changes:
+            await self.topic_changed(record, versions)
+
     def topic_deleted(self, name: str) -> None:
         self.applied.append(name)
 
