@@ -38,10 +38,23 @@ def external_bootstrap() -> str | None:
     return value or None
 
 
+#: ports free_port handed out in this run (see there)
+_GIVEN_PORTS: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port nothing listens on now and that this run has not handed out before: the
+    kernel may give a just-released port again, and two brokers of one cluster were once
+    handed the same port (the second failed to bind; CI)."""
+    if len(_GIVEN_PORTS) > 10_000:  # far below the ephemeral range; never exhausts it
+        _GIVEN_PORTS.clear()
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
 
 
 def _api_versions_ok(host: str, port: int, timeout: float = 2.0) -> bool:
