@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pybroker.net.readable import ReadableWaiter
+from pybroker.net.readiness import ReadinessWaiter
 from pybroker.server.connection import Connection
 
 uvloop = pytest.importorskip("uvloop")
@@ -35,14 +35,14 @@ def test_reader_stays_registered_while_reading_and_drops_when_nobody_reads(
     # the read is about to consume, which drops it (a cost, not a fault)
     broker_loop = loop_factory is uvloop.new_event_loop
     calls = 0
-    original = ReadableWaiter._on_readable
+    original = ReadinessWaiter._on_ready
 
-    def counting(self: ReadableWaiter) -> None:
+    def counting(self: ReadinessWaiter) -> None:
         nonlocal calls
         calls += 1
         original(self)
 
-    monkeypatch.setattr(ReadableWaiter, "_on_readable", counting)
+    monkeypatch.setattr(ReadinessWaiter, "_on_ready", counting)
 
     async def scenario() -> None:
         nonlocal calls

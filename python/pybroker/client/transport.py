@@ -19,7 +19,7 @@ from typing import Protocol
 import anyio
 import anyio.abc
 
-from pybroker.net.readable import ReadableWaiter
+from pybroker.net.readiness import ReadinessWaiter
 
 
 class Transport(Protocol):
@@ -44,7 +44,7 @@ async def connect(host: str, port: int, ssl_context: ssl.SSLContext | None) -> T
 class SocketTransport:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        self._readable = ReadableWaiter(sock.fileno())
+        self._readable = ReadinessWaiter(sock.fileno())
 
     @classmethod
     async def connect(cls, host: str, port: int) -> SocketTransport:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from pybroker._core import StorageError
-from pybroker.net.readable import ReadableWaiter
+from pybroker.net.readiness import ReadinessWaiter
 from pybroker.server.bad_requests import RateLimitedLog
 from pybroker.server.deferred import DeferredAnswers
 from pybroker.server.memory import READ_BUFFER_BYTES, give_read_buffer, take_read_buffer
@@ -83,8 +83,7 @@ class Connection:
         "sock", "fd", "max_request_bytes", "peer", "host", "pool", "registry", "scope",
         "last_active", "handling_since", "close_reason", "_buf", "_start", "_end", "_big",
         "_reserved", "_out", "_out_count", "_watch", "_loop", "session", "zero_copy",
-        "_readable", "deferred", "_flushing", "_writer_loop",
-        "_write_waiter",
+        "_readable", "deferred", "_flushing", "_writable",
     )
 
     def __init__(self, sock: socket.socket | TlsSocket, max_request_bytes: int, *,
@@ -123,10 +122,9 @@ class Connection:
         self._out_count = 0
         self._watch = _WATCH_OFF
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._readable = ReadableWaiter(self.fd)
-        # the loop a write's wait registered its callback with (see _wait_writable)
-        self._writer_loop: asyncio.AbstractEventLoop | None = None
-        self._write_waiter: asyncio.Future[None] | None = None
+        self._readable = ReadinessWaiter(self.fd)
+        # held from a write's first wait until the queued responses are sent
+        self._writable = ReadinessWaiter(self.fd, writable=True)
         #: the listener and principal (pybroker.security.session); None: PLAINTEXT
         self.session: Session | None = None
         #: file slices go by sendfile; off on TLS, where bytes must pass through OpenSSL
@@ -377,7 +375,7 @@ class Connection:
         try:
             await self._send_parts()
         finally:
-            self._stop_writing()
+            self._writable.stop()
 
     async def _send_parts(self) -> None:
         out, self._out, self._out_count = self._out, [], 0
@@ -455,37 +453,11 @@ class Connection:
             sent += n
 
     async def _wait_writable(self) -> None:
-        """The socket's send buffer is full: wait until it takes more bytes.
-
-        A future woken by the loop's writer callback. A large response (a follower's
-        fetch of a megabyte) waits this way several times: the callback stays registered
-        until the queued responses are sent (_send_queued drops it), so a wait costs
-        no epoll_ctl of its own. Through anyio.wait_writable (its backend lookup, run var
-        and Event, a callback registered and dropped per wait) the waits were a third of
-        a leader's Python per follower fetch (issue 26)."""
-        loop = self._writer_loop
-        if loop is None:
-            loop = asyncio.get_running_loop()
-            loop.add_writer(self.fd, self._on_writable)
-            self._writer_loop = loop
-        waiter = self._write_waiter = loop.create_future()
-        try:
-            await waiter
-        finally:
-            self._write_waiter = None
+        """The socket's send buffer is full: wait until it takes more bytes. A large
+        response (a follower's fetch of a megabyte) waits several times; the callback
+        stays registered until the queued responses are sent (_send_queued stops it)."""
+        await self._writable.wait()
         self.last_active = time.monotonic()
-
-    def _on_writable(self) -> None:
-        # nobody waiting: the sender is about to run (woken already) or done, when it
-        # drops the callback; a writable socket calls back at most until then
-        waiter = self._write_waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def _stop_writing(self) -> None:
-        loop, self._writer_loop = self._writer_loop, None
-        if loop is not None:
-            loop.remove_writer(self.fd)
 
     def close(self) -> None:
         """Close the socket and let go of everything the connection holds."""
@@ -497,7 +469,7 @@ class Connection:
         except (OSError, ValueError, RuntimeError):
             pass
         try:
-            self._stop_writing()
+            self._writable.stop()
         except (OSError, ValueError, RuntimeError):
             pass
         self._release_reservation()

@@ -1,24 +1,29 @@
-"""Waiting for a non-blocking socket to turn readable, for the connections that read
-their sockets themselves (the server's client connections, the inter-broker client's
+"""Waiting for a non-blocking socket to turn readable or writable, for the connections
+that do their own socket I/O (the server's client connections, the inter-broker client's
 plaintext transport).
 
-The readiness callback stays registered from one wait to the next: registering and
-dropping it on every wait, as anyio.wait_readable does, cost five epoll_ctl and an
+The loop's callback stays registered from one wait to the next: registering and dropping
+it on every wait, as anyio.wait_readable / wait_writable do, cost five epoll_ctl and an
 ioctl per request at 16k requests/s (issue 18), and through anyio's backend lookup and
-Event a sixth of the brokers' Python at RF 3 (issue 26). It is dropped when the socket
-turns readable while nobody waits (a pipelined request arriving during a handler), so
-a level-triggered readable socket nobody reads never spins the loop."""
+Event a sixth of the brokers' Python at RF 3 and a third of a leader's Python per follower
+fetch (issue 26).
+
+When the callback fires with nobody waiting: a read waiter drops it (a pipelined request
+arriving during a handler), so a level-triggered readable socket nobody reads never spins
+the loop; a write waiter keeps it, because its sender is about to run (woken already)
+and drops it with `stop` once its queued bytes are out."""
 
 from __future__ import annotations
 
 import asyncio
 
 
-class ReadableWaiter:
-    __slots__ = ("_fd", "_loop", "_waiter")
+class ReadinessWaiter:
+    __slots__ = ("_fd", "_writable", "_loop", "_waiter")
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, writable: bool = False) -> None:
         self._fd = fd
+        self._writable = writable
         #: the loop the callback is registered with (None: not registered)
         self._loop: asyncio.AbstractEventLoop | None = None
         #: the future a wait is on (None: nobody waits)
@@ -30,11 +35,14 @@ class ReadableWaiter:
         return self._loop is not None
 
     async def wait(self) -> None:
-        """Until the socket has bytes (or EOF, or an error, for the read to see)."""
+        """Until the socket is ready (or at EOF or in error, for the I/O to see)."""
         loop = self._loop
         if loop is None:
             loop = asyncio.get_running_loop()
-            loop.add_reader(self._fd, self._on_readable)
+            if self._writable:
+                loop.add_writer(self._fd, self._on_ready)
+            else:
+                loop.add_reader(self._fd, self._on_ready)
             self._loop = loop
         waiter = self._waiter = loop.create_future()
         try:
@@ -42,24 +50,28 @@ class ReadableWaiter:
         finally:
             self._waiter = None
 
-    def _on_readable(self) -> None:
+    def _on_ready(self) -> None:
         waiter = self._waiter
         if waiter is None:
-            self.stop()
+            if not self._writable:
+                self.stop()
         elif not waiter.done():
             waiter.set_result(None)
-        # else: woken already, its task reads on its next step (a loop that polls again
+        # else: woken already, its task runs on its next step (a loop that polls again
         # before running it, as asyncio's own does, calls back once more)
 
     def stop(self) -> None:
         """Drop the registration (before the fd is closed, and maybe reused)."""
         loop, self._loop = self._loop, None
         if loop is not None:
-            loop.remove_reader(self._fd)
+            if self._writable:
+                loop.remove_writer(self._fd)
+            else:
+                loop.remove_reader(self._fd)
 
     def hand_over(self) -> None:
         """Forget the registration without removing it: the caller is about to register
-        its own reader callback for the fd, which replaces this one."""
+        its own callback for the fd, which replaces this one."""
         self._loop = None
 
     def fail(self, exc: BaseException) -> None:
