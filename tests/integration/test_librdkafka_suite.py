@@ -10,7 +10,10 @@ suite" for how to build one):
 LIBRDKAFKA_TESTS_LIST picks the suite tests (space separated numbers, default the ones
 issue 24 fixed; `all` runs the whole suite in one test-runner against one broker or
 cluster, as the suite's own CI does); LIBRDKAFKA_TESTS_MODE=full runs them in full
-mode (default quick, the suite's -Q). The brokers run with an ACL authorizer that
+mode (default quick, the suite's -Q). LIBRDKAFKA_TESTS_GROUP_PROTOCOL=consumer runs the
+suite's consumers with KIP-848's consumer group protocol (the suite's own
+TEST_CONSUMER_GROUP_PROTOCOL, which sets group.protocol on every consumer it makes and
+skips what is classic-only; default classic). The brokers run with an ACL authorizer that
 allows what no ACL names (0119 adds its ACLs with $KAFKA_PATH/bin/kafka-acls.sh, here
 pybroker's acls tool; kafka-topics.sh likewise) and are configured as the suite's own
 (trivup, tests/cluster_testing.py and scenarios/default.json): topics auto-created
@@ -43,6 +46,9 @@ SUITE = os.environ.get("LIBRDKAFKA_TESTS")
 KAFKA_HOME = os.environ.get("KAFKA_HOME")
 TESTS = os.environ.get("LIBRDKAFKA_TESTS_LIST", "0011 0081 0113 0119").split()
 QUICK = os.environ.get("LIBRDKAFKA_TESTS_MODE", "quick") != "full"
+GROUP_PROTOCOL = os.environ.get("LIBRDKAFKA_TESTS_GROUP_PROTOCOL", "classic")
+assert GROUP_PROTOCOL in ("classic", "consumer"), \
+    f"LIBRDKAFKA_TESTS_GROUP_PROTOCOL: classic or consumer, not {GROUP_PROTOCOL!r}"
 #: bound on one suite test (0113 in full mode takes about 10 minutes here)
 TIMEOUT_S = 1800
 #: bound on the whole suite in one run (`all`: about 32 minutes on one broker here)
@@ -95,6 +101,10 @@ def run_suite(number: str, bootstrap: str, tmp_path: Path) -> None:
     env = {**os.environ, "TEST_KAFKA_VERSION": "4.0.0", "BROKERS": bootstrap,
            "RDKAFKA_TEST_CONF": str(conf), "KAFKA_PATH": str(kafka_path(tmp_path / "kafka")),
            "LD_LIBRARY_PATH": ":".join([*libs, os.environ.get("LD_LIBRARY_PATH", "")])}
+    # classic: unset, as the suite's default run (its consumers leave group.protocol alone)
+    env.pop("TEST_CONSUMER_GROUP_PROTOCOL", None)
+    if GROUP_PROTOCOL == "consumer":
+        env["TEST_CONSUMER_GROUP_PROTOCOL"] = GROUP_PROTOCOL
     if number == "all":
         env.pop("TESTS", None)
     else:
