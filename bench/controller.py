@@ -357,6 +357,7 @@ def log_lines_since(path: Path, since: float, pattern: str) -> list[tuple[float,
 #: the issue's goal: no event-loop stall longer than this on any broker
 STALL_MS = 50.0
 _STALL_LINE = re.compile(r"event loop stalled for (\d+) ms")
+_STALL_GC = re.compile(r"of which (\d+) ms in the cyclic GC \((\d+) full")
 _FRAME_LINE = re.compile(r"^\s+(pybroker/\S+ in \S+)")
 
 
@@ -399,7 +400,8 @@ class LoopWatch:
             out[name] = {}
             for b, lag in per.items():
                 lag.sort()
-                logged = [(ms, where) for when, ms, where in stalls[b] if t0 <= when < t1]
+                logged = [(ms, where) for when, ms, where, _ in stalls[b] if t0 <= when < t1]
+                gc_ms = [gc for when, _, _, gc in stalls[b] if t0 <= when < t1]
                 wheres: dict[str, int] = {}
                 for _, where in logged:
                     wheres[where] = wheres.get(where, 0) + 1
@@ -409,15 +411,19 @@ class LoopWatch:
                     "over_50ms": sum(x > STALL_MS for x in lag),
                     "logged_stalls_ms": sorted((ms for ms, _ in logged), reverse=True),
                     "logged_where": sorted(wheres.items(), key=lambda x: -x[1]),
+                    # the cyclic GC's share of the logged stalls (ms, full collections)
+                    "logged_gc_ms": sum(ms for ms, _ in gc_ms),
+                    "logged_full_gcs": sum(n for _, n in gc_ms),
                 }
         return out
 
 
-def broker_stalls(path: Path) -> list[tuple[float, int, str]]:
-    """(time, ms, where) of every stall a broker's reporter logged: `where` is the
-    innermost pybroker frames of the most seen sample (or the innermost frame when
-    it was outside the package)."""
-    out: list[tuple[float, int, str]] = []
+def broker_stalls(path: Path) -> list[tuple[float, int, str, tuple[int, int]]]:
+    """(time, ms, where, (GC ms, full GCs)) of every stall a broker's reporter logged:
+    `where` is the innermost pybroker frames of the most seen sample (or the innermost
+    frame when it was outside the package); the GC part is the collector's time during
+    the stall (0, 0 from a broker that does not log it)."""
+    out: list[tuple[float, int, str, tuple[int, int]]] = []
     try:
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
@@ -443,7 +449,9 @@ def broker_stalls(path: Path) -> list[tuple[float, int, str]]:
             where = "idle in the selector (the process not scheduled, or the GIL elsewhere)"
         else:
             where = " < ".join(reversed(frames[-3:])) if frames else (last or "no sample")
-        out.append((when, int(found[1]), where))
+        gc_part = _STALL_GC.search(line)
+        out.append((when, int(found[1]), where,
+                    (int(gc_part[1]), int(gc_part[2])) if gc_part else (0, 0)))
     return out
 
 
@@ -457,7 +465,9 @@ def report_stalls(loops: dict[str, dict[int, dict[str, Any]]]) -> None:
                 print(f"      broker {b}: down")
                 continue
             print(f"      broker {b}: {r['p99_ms']} / {r['max_ms']} ms, {r['over_50ms']} of "
-                  f"{r['probes']} over 50 ms; logged {r['logged_stalls_ms'][:8]}")
+                  f"{r['probes']} over 50 ms; logged {r['logged_stalls_ms'][:8]} "
+                  f"(sum {sum(r['logged_stalls_ms'])} ms, of which {r['logged_gc_ms']} ms "
+                  f"in {r['logged_full_gcs']} full GCs)")
             for where, n in r["logged_where"][:4]:
                 print(f"        {n}x {where}")
 

@@ -218,7 +218,9 @@ class Broker:
         phases.done("registration")
 
         from pybroker.server.dispatch import Dispatcher
-        from pybroker.server.gc_policy import freeze_startup_heap
+        from pybroker.server.gc_policy import PAUSES, freeze_startup_heap
+
+        PAUSES.install()
 
         dispatcher = Dispatcher(ctx)
         server = ConnectionServer(config, dispatcher.handle_frame, self.metrics,

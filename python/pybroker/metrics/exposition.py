@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from pybroker.metrics import LATENCY_BUCKETS_S, BrokerMetrics
+from pybroker.server.gc_policy import PAUSES
 
 if TYPE_CHECKING:
     from pybroker.handlers.context import BrokerContext
@@ -121,6 +122,20 @@ def render(metrics: BrokerMetrics, broker: BrokerContext | None = None) -> str:
     out.family("pybroker_throttle_time_ms_total", "counter",
                "Milliseconds of client quota throttling imposed, by quota type.",
                [((("quota", q),), v) for q, v in sorted(metrics.throttle_ms.items())])
+
+    generations = [str(g) for g in range(PAUSES.GENERATIONS)]
+    out.family("pybroker_gc_collections_total", "counter",
+               "Cyclic garbage collections, by generation (2: full).",
+               [((("generation", g),), n) for g, n in zip(generations, PAUSES.count,
+                                                          strict=True)])
+    out.family("pybroker_gc_pause_seconds_total", "counter",
+               "Seconds every thread waited for the cyclic garbage collector, by generation.",
+               [((("generation", g),), s) for g, s in zip(generations, PAUSES.seconds,
+                                                          strict=True)])
+    out.family("pybroker_gc_pause_seconds_max", "gauge",
+               "The longest cyclic garbage collection so far, by generation.",
+               [((("generation", g),), s) for g, s in zip(generations, PAUSES.longest_s,
+                                                          strict=True)])
 
     if broker is not None:
         _broker_gauges(out, broker)
