@@ -207,7 +207,8 @@ def measure_side(label: str, bootstrap: str, pid: int | None, args: argparse.Nam
           file=sys.stderr, flush=True)
     result = create_all(bootstrap, args.partitions, args.per_topic, args.replication_factor,
                         args.timeout)
-    host, port = bootstrap.rsplit(":", 1)
+    # a peer cluster's bootstrap lists every node: ask the first
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
     meta = full_metadata_ms((host, int(port)), args.metadata_samples)
     result["metadata_ms"] = summary(meta)
     result["rss_mib"] = rss_mib(pid)
