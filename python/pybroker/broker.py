@@ -268,6 +268,7 @@ class Broker:
                     await controlled_shutdown(broker_id, config, metadata, controller)
                 tg.cancel_scope.cancel()
         finally:
+            PAUSES.uninstall()  # an in-process broker's host (a test) collects as before
             with anyio.CancelScope(shield=True):
                 dispatcher.quotas.close()
                 txn_markers.remove_marker_listener(groups.on_txn_marker)

@@ -137,6 +137,10 @@ def render(metrics: BrokerMetrics, broker: BrokerContext | None = None) -> str:
                [((("generation", g),), s) for g, s in zip(generations, PAUSES.longest_s,
                                                           strict=True)])
 
+    out.family("pybroker_gc_freezes_total", "counter",
+               "Times the survivors of a slow full collection were frozen out of later ones.",
+               [((), PAUSES.freezes)])
+
     if broker is not None:
         _broker_gauges(out, broker)
 

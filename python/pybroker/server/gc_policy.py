@@ -10,6 +10,25 @@ collector's generations (CPython's gc.freeze, made for this), so later full
 collections walk only what was allocated since. Nothing is disabled: cycles made
 after startup are still found and freed.
 
+The same holds for what the broker builds later and keeps: every partition it hosts
+is ~18 tracked objects on one node (its log, replica state, metadata cache entry and
+their lists; more with followers and fetch sessions), so at 3,000 partitions RF 3 a
+broker's full collections walked ~10^5 objects, 20-570 ms each on the loaded bench
+machine, the longest single stalls of a controlled shutdown or a restart (issue 25,
+bench/RESULTS.md). So a full collection that took `FREEZE_AFTER_FULL_S` or longer
+freezes what it left: at its end the oldest generation holds exactly what survived it
+(the garbage is gone, the younger generations are empty), which is long-lived state;
+the next full collections walk only what is allocated after. Nothing is disabled, and
+freezes are rare: only a live heap that grew by that much since the last one makes a
+full collection that slow (topics created, a restart's logs opened, many new
+connections).
+
+What a freeze costs: a frozen object is still freed when its last reference goes (a
+deleted topic's partition state holds no reference cycle: tests/server/test_gc_freeze),
+but a cycle of frozen objects that becomes garbage later is not collected. A client
+connection's objects are such a cycle today: a connection open at a freeze and closed
+later stays in memory (a few KiB; freezes are rare, see above).
+
 `GcPauses` times every collection, per generation (gc.callbacks): the counts, the
 total and the longest pause are metrics, and the stall reporter says how much of a
 stall was the collector's."""
@@ -23,6 +42,10 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+#: a full collection at least this long freezes what survived it (see above): well
+#: under the 50 ms stall goal, and the walk of ~50k objects on a quiet machine
+FREEZE_AFTER_FULL_S = 0.010
+
 
 def freeze_startup_heap() -> int:
     """Collect once, then freeze what survives; returns how many objects are frozen."""
@@ -34,13 +57,17 @@ def freeze_startup_heap() -> int:
 
 
 class GcPauses:
-    """Per generation: collections, seconds spent in them, the longest one. The
-    callback runs on whichever thread triggered the collection (it holds the GIL, so
-    every thread waits for it alike): two clock reads a collection."""
+    """Per generation: collections, seconds spent in them, the longest one; and the
+    freeze after a slow full collection (`freeze_after_s`, None: never). The callback
+    runs on whichever thread triggered the collection (it holds the GIL, so every
+    thread waits for it alike): two clock reads a collection."""
 
     GENERATIONS = 3
 
-    def __init__(self) -> None:
+    def __init__(self, freeze_after_s: float | None = FREEZE_AFTER_FULL_S) -> None:
+        self.freeze_after_s = freeze_after_s
+        #: freezes made after a slow full collection
+        self.freezes = 0
         self.count = [0] * self.GENERATIONS
         self.seconds = [0.0] * self.GENERATIONS
         self.longest_s = [0.0] * self.GENERATIONS
@@ -68,6 +95,13 @@ class GcPauses:
         self.total_s += took
         if took > self.longest_s[generation]:
             self.longest_s[generation] = took
+        if (generation == GcPauses.GENERATIONS - 1 and self.freeze_after_s is not None
+                and took >= self.freeze_after_s):
+            # the collection is over (the "stop" callback): the oldest generation holds
+            # only its survivors and the younger ones are empty; freezing moves list
+            # heads, it neither allocates nor walks
+            gc.freeze()
+            self.freezes += 1
 
 
 #: the process's one accounting (installed by the broker at start)

@@ -1,0 +1,155 @@
+"""A full collection slow enough to stall the loop freezes what survived it, so later
+full collections do not walk the broker's long-lived state again (issue 25); what the
+broker keeps per partition holds no reference cycle, so a deleted topic's state is
+still freed once frozen (a frozen cycle would never be)."""
+
+from __future__ import annotations
+
+import gc
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from pybroker.config import BrokerConfig
+from pybroker.coordination.base import PartitionState, TopicRecord
+from pybroker.log.manager import LogManager
+from pybroker.metadata.cache import MetadataCache
+from pybroker.purgatory import Purgatory
+from pybroker.replica.fetcher import ReplicaFetcherManager
+from pybroker.replica.manager import ReplicaManager
+from pybroker.server.gc_policy import GcPauses
+from tests.fuzz.inprocess import InProcessBroker
+
+CREATE_TOPICS, DELETE_TOPICS = 19, 20
+
+
+class Node:
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+def _cycle() -> weakref.ref[Node]:
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    return weakref.ref(a)
+
+
+@pytest.fixture
+def no_collector_afterwards() -> Iterator[None]:
+    """The test's freezes and disabling are undone for the tests after it."""
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+def _until(done: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+@pytest.mark.usefixtures("no_collector_afterwards")
+def test_a_slow_full_collection_freezes_its_survivors_and_not_its_garbage() -> None:
+    gc.collect()
+    gc.unfreeze()
+    kept = Node()
+    kept.other = kept
+    garbage = _cycle()
+    pauses = GcPauses(freeze_after_s=0.0).install()  # every full collection is "slow"
+    try:
+        gc.collect(1)  # a young collection never freezes
+        assert pauses.freezes == 0 and gc.get_freeze_count() == 0
+        gc.collect()
+    finally:
+        pauses.uninstall()
+    assert pauses.freezes == 1
+    assert garbage() is None  # collected, not frozen
+    frozen = gc.get_freeze_count()
+    assert frozen > 1000  # the survivors: this process's modules, pytest, ...
+    survivor = weakref.ref(kept)
+    del kept
+    gc.collect()
+    assert survivor() is not None  # a frozen cycle is not collected (the price)
+    assert gc.get_freeze_count() == frozen
+
+
+@pytest.mark.usefixtures("no_collector_afterwards")
+def test_a_fast_full_collection_freezes_nothing() -> None:
+    gc.unfreeze()
+    pauses = GcPauses(freeze_after_s=3600.0).install()
+    try:
+        gc.collect()
+    finally:
+        pauses.uninstall()
+    assert pauses.freezes == 0 and gc.get_freeze_count() == 0
+
+
+@pytest.mark.usefixtures("no_collector_afterwards")
+def test_a_deleted_topics_frozen_state_is_freed(tmp_path: Path) -> None:
+    """A broker's own topics (log, replica state, metadata cache entry): created,
+    frozen, deleted with the collector off: every object of them goes."""
+    broker = InProcessBroker(tmp_path / "data")
+    try:
+        names = ["frozen-a", "frozen-b"]
+        resp = broker.request(CREATE_TOPICS, 4, {"timeout_ms": 30000, "topics": [
+            {"name": n, "num_partitions": 20, "replication_factor": 1} for n in names]})
+        assert all(t["error_code"] == 0 for t in resp["topics"]), resp
+        broker.wait_led(names)
+        context = broker.broker.context
+        assert context is not None
+        refs = [weakref.ref(p) for k, p in context.replicas.partitions.items()
+                if k[0] in names]
+        refs += [weakref.ref(p.log) for k, p in context.replicas.partitions.items()
+                 if k[0] in names]
+        refs += [weakref.ref(context.metadata.topic(n)) for n in names]  # type: ignore[arg-type]
+        assert len(refs) == 2 * 40 + 2
+        gc.collect()
+        gc.freeze()
+        gc.disable()
+        resp = broker.request(DELETE_TOPICS, 4, {"timeout_ms": 30000, "topic_names": names})
+        assert all(t["error_code"] == 0 for t in resp["responses"]), resp
+        _until(lambda: all(r() is None for r in refs),
+               f"{sum(r() is not None for r in refs)} of {len(refs)} objects of the deleted "
+               f"topics still alive with the collector off")
+    finally:
+        gc.enable()
+        broker.close()
+
+
+@pytest.mark.usefixtures("no_collector_afterwards")
+def test_a_removed_topics_leader_and_follower_state_is_freed(tmp_path: Path) -> None:
+    """What a cluster member keeps: partitions led here with followers' fetch state,
+    and partitions followed (the fetcher's entry)."""
+    config = BrokerConfig({"log.dirs": str(tmp_path)})
+    logs = LogManager(config, "cluster")
+    logs.startup()
+    replicas = ReplicaManager(0, logs, Purgatory(),
+                              ReplicaFetcherManager(0, MetadataCache("cluster"), config))
+    record = TopicRecord("t", uuid.uuid4(), [
+        PartitionState(leader=0 if i < 4 else 1, leader_epoch=5, replicas=[0, 1, 2],
+                       isr=[0, 1, 2]) for i in range(8)], {})
+    anyio.run(replicas.apply_topic_async, record)
+    for i in range(4):
+        partition = replicas.get("t", i)
+        assert partition is not None and partition.is_leader
+        partition.record_follower_fetch(1, 0)
+        partition.record_follower_fetch(2, 0)
+    del partition
+    refs = [weakref.ref(p) for p in replicas.partitions.values()]
+    refs += [weakref.ref(p.log) for p in replicas.partitions.values()]
+    assert len(refs) == 16
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    replicas.remove_topic("t")
+    alive = [r() for r in refs if r() is not None]
+    assert not alive, [type(x).__name__ for x in alive]
+    logs.shutdown()
