@@ -39,8 +39,10 @@ class Purgatory:
             await self.wait_for_notify(kind, keys, remaining)
         return True
 
-    async def wait_for_notify(self, kind: str, keys: list[Hashable], timeout_s: float) -> bool:
-        """Park until one of `keys` is notified or `timeout_s` passes (False).
+    async def wait_for_notify(self, kind: str, keys: list[Hashable], timeout_s: float, *,
+                              counted: bool = True) -> bool:
+        """Park until one of `keys` is notified or `timeout_s` passes (False). Not
+        `counted` in `waiting`: the caller counts the requests it waits for.
 
         A bare future and one loop timer: a consumer at 20k records/s parks and is
         woken thousands of times a second, and anyio's Event plus a cancel scope with
@@ -50,14 +52,16 @@ class Purgatory:
         woken: asyncio.Future[bool] = loop.create_future()
         for key in keys:
             self._watchers.setdefault(key, set()).add(woken)
-        self.waiting[kind] += 1
+        if counted:
+            self.waiting[kind] += 1
         timer = loop.call_later(timeout_s, _expire, woken)
         try:
             return await woken
         finally:
             # also on cancellation (the client left): nothing stays registered
             timer.cancel()
-            self.waiting[kind] -= 1
+            if counted:
+                self.waiting[kind] -= 1
             for key in keys:
                 watchers = self._watchers.get(key)
                 if watchers is not None:

@@ -6,8 +6,9 @@ answers once the ISR has the records (see wait_for_isr)."""
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pybroker import _core
@@ -71,7 +72,7 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> dict[str, Any]
     if acks == 0:
         return None
     connection, version = request.connection, request.version
-    if waiting and not all(p.acks_all_status(offset) is not None for p, offset, _ in waiting):
+    if waiting and not isr_settled(waiting):
         deadline = request.received_ms + max(0, body["timeout_ms"]) / 1000
         # about to wait for the followers: the answers held back to go out together
         # (earlier produce requests of this connection) go now, as before a fetch's
@@ -82,11 +83,13 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> dict[str, Any]
             # the records are appended: the connection reads on (the client's next
             # produce requests join this replication round) and the answer follows
             # once the ISR has them, in request order (pybroker.server.deferred)
-            async def answer_later() -> dict[str, Any]:
-                await wait_for_isr(ctx, waiting, deadline)
+            def answer_later() -> dict[str, Any]:
+                isr_answers(waiting)
                 return produce_answer(ctx, connection, version, responses)
 
-            return DeferredResponse(answer_later)
+            return DeferredResponse(ctx.purgatory, isr_keys(waiting),
+                                    functools.partial(isr_settled, waiting), answer_later,
+                                    deadline)
         await wait_for_isr(ctx, waiting, deadline)
     return produce_answer(ctx, connection, version, responses)
 
@@ -111,11 +114,28 @@ async def wait_for_isr(ctx: BrokerContext,
     """acks=all: answer once every partition's high watermark passed the appended
     records (the whole ISR has them), or with REQUEST_TIMED_OUT at the request's
     timeout_ms, as Kafka's DelayedProduce does."""
-    def settled() -> bool:
-        return all(p.acks_all_status(offset) is not None for p, offset, _ in waiting)
+    await ctx.purgatory.wait_until("produce", isr_keys(waiting),
+                                   functools.partial(isr_settled, waiting), deadline)
+    isr_answers(waiting)
 
-    await ctx.purgatory.wait_until("produce", {p.hw_key for p, _, _ in waiting}, settled,
-                                   deadline)
+
+def isr_keys(waiting: list[tuple[ReplicaPartition, int, dict[str, Any]]]) -> list[Hashable]:
+    """The purgatory keys an acks=all answer waits on: its partitions' high watermarks."""
+    if len(waiting) == 1:
+        return [waiting[0][0].hw_key]
+    return list({p.hw_key: None for p, _, _ in waiting})
+
+
+def isr_settled(waiting: list[tuple[ReplicaPartition, int, dict[str, Any]]]) -> bool:
+    """Every partition of an acks=all answer has its outcome (see acks_all_status)."""
+    for partition, offset, _ in waiting:
+        if partition.acks_all_status(offset) is None:
+            return False
+    return True
+
+
+def isr_answers(waiting: list[tuple[ReplicaPartition, int, dict[str, Any]]]) -> None:
+    """Each partition's outcome into its answer; still waiting means timed out."""
     for partition, offset, answer in waiting:
         status = partition.acks_all_status(offset)
         if status is None:

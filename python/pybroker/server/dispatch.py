@@ -155,8 +155,9 @@ class Dispatcher:
             # answered later (or now, but after answers still owed): the connection
             # reads on. Nothing here may keep the request (its bytes are reused)
             merge = decision.merge if decision is not None else None
-            deferred.add(functools.partial(self._answer_later, header, response, merge,
-                                           request.received_ms))
+            waits = response if isinstance(response, DeferredResponse) else None
+            deferred.add(waits, functools.partial(self._answer_later, header, response,
+                                                  merge, request.received_ms))
             return True
         throttle_ms = 0
         if response is not None:
@@ -178,13 +179,14 @@ class Dispatcher:
         return True
 
 
-    async def _answer_later(self, header: protocol.RequestHeader,
-                            response: DeferredResponse | dict[str, Any],
-                            merge: Callable[[dict[str, Any]], None] | None,
-                            received_ms: float) -> list[object]:
-        """The encoded answer of a request whose handler deferred it."""
+    def _answer_later(self, header: protocol.RequestHeader,
+                      response: DeferredResponse | dict[str, Any],
+                      merge: Callable[[dict[str, Any]], None] | None,
+                      received_ms: float) -> list[object]:
+        """The encoded answer of a request whose handler deferred it (called once it
+        is settled or past its deadline)."""
         if isinstance(response, DeferredResponse):
-            response = await response.answer()
+            response = response.finish()
             if merge is not None:
                 merge(response)
         self.metrics.observe_request(header.api_key, time.monotonic() - received_ms)
