@@ -26,8 +26,13 @@ from pybroker.metadata.listener import MetadataListener
 from pybroker.metrics import BrokerMetrics
 from pybroker.replica.manager import ReplicaManager
 from pybroker.replica.partition import ReplicaPartition
+from pybroker.server.loop_slice import LoopSlice
 
 log = logging.getLogger(__name__)
+
+#: a round that changes more ISRs than this logs one line for them at INFO (each
+#: change at DEBUG): thousands of lines written from the loop in one go held it up
+LOGGED_CHANGES = 10
 
 
 class IsrManager:
@@ -56,7 +61,10 @@ class IsrManager:
             for partition in list(self._unsure):
                 await self._settle_unsure(partition)
             changes: list[tuple[ReplicaPartition, list[int], bool]] = []
+            # a pass over every partition: in slices (a leader may hold thousands)
+            pace = LoopSlice()
             for partition in list(self.replicas.partitions.values()):
+                await pace.pause_if_due()
                 if not partition.is_leader:
                     continue
                 shrunk = partition.isr_to_shrink(self.lag_time_max_ms)
@@ -102,7 +110,13 @@ class IsrManager:
         batches, isr_change_notification every few seconds)."""
         updates: list[StateUpdate] = []
         planned: dict[tuple[str, int], tuple[ReplicaPartition, list[int], bool]] = {}
+        pace = LoopSlice()
         for partition, isr, expand in changes:
+            # a state that arrives meanwhile is seen below (or fails the write: it is
+            # conditional on the version this leader knew)
+            await pace.pause_if_due()
+            if not partition.is_leader:
+                continue
             known = self.listener.states.get((partition.topic, partition.index))
             if known is None or known.version != partition.state_version:
                 continue  # a newer state is on its way through the watches
@@ -130,6 +144,10 @@ class IsrManager:
             self._unsure.update(p for p, _, expand in planned.values() if expand)
             return
         written: list[tuple[str, int]] = []
+        shrunk = expanded = 0
+        each = logging.INFO if len(planned) <= LOGGED_CHANGES else logging.DEBUG
+        # no pause in this pass: a state arriving between the write's answer and
+        # isr_changed would be overwritten by the older one written here
         for key, (partition, isr, expand) in planned.items():
             outcome = outcomes.get(key)
             if isinstance(outcome, StaleVersion):
@@ -141,16 +159,21 @@ class IsrManager:
                 log.info("%s-%d: ISR change to %s: %s", partition.topic, partition.index, isr,
                          outcome)
                 continue
-            log.info("%s-%d: ISR %s -> %s", partition.topic, partition.index, partition.isr,
-                     isr)
+            log.log(each, "%s-%d: ISR %s -> %s", partition.topic, partition.index,
+                    partition.isr, isr)
             if expand:
                 self.metrics.isr_expands += 1
+                expanded += 1
             else:
                 self.metrics.isr_shrinks += 1
+                shrunk += 1
             partition.isr_changed(isr, outcome)
             written.append(key)
         if not written:
             return
+        if each == logging.DEBUG:
+            log.info("ISR changes written: %d shrunk, %d expanded (%d planned; each at DEBUG)",
+                     shrunk, expanded, len(planned))
         try:
             await self.backend.notify_isr_change(written)
         except CoordinationError as exc:
