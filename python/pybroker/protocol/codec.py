@@ -77,6 +77,23 @@ def _encode_records_len(value: Any) -> int:
     return len(value)
 
 
+#: decoded topic ids, by their 16 bytes: every Fetch v13+ names its topics by id, and
+#: uuid.UUID's constructor (pure Python, with its checks) was a visible part of decoding
+#: one (issue 26). Bounded: emptied when full, so ids a client makes up cost no memory
+_UUIDS: dict[bytes, uuid.UUID] = {}
+_UUIDS_MAX = 4096
+
+
+def uuid_of(raw: bytes) -> uuid.UUID:
+    """The UUID of 16 bytes (a shared, immutable instance)."""
+    found = _UUIDS.get(raw)
+    if found is None:
+        if len(_UUIDS) >= _UUIDS_MAX:
+            _UUIDS.clear()
+        found = _UUIDS[raw] = uuid.UUID(bytes=raw)
+    return found
+
+
 class _Compiler:
     """Accumulates generated functions and their constants in one namespace."""
 
@@ -95,6 +112,7 @@ class _Compiler:
             "_PRE": PreEncoded,
             "_rlen": _encode_records_len,
             "_UUID": uuid.UUID,
+            "_uuid": uuid_of,
             "_ZERO_UUID": ZERO_UUID,
         }
         self.src: list[str] = []
@@ -281,7 +299,7 @@ class _Compiler:
     ) -> None:
         if typ == "uuid":  # a uuid.UUID, the one type of ids past the codec
             body.append(f"{ind}if pos + 16 > end: raise _Mal('uuid past end of frame')")
-            body.append(f"{ind}{var} = _UUID(bytes=bytes(buf[pos:pos + 16]))")
+            body.append(f"{ind}{var} = _uuid(bytes(buf[pos:pos + 16]))")
             body.append(f"{ind}pos += 16")
             return
         if typ in FIXED:

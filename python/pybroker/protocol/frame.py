@@ -53,6 +53,11 @@ _request_decoders: dict[tuple[int, int], Decoder] = {}
 _response_encoders: dict[tuple[int, int], Encoder] = {}
 _request_encoders: dict[tuple[int, int], Encoder] = {}
 _response_decoders: dict[tuple[int, int], Decoder] = {}
+#: per (api key, version) as a request frame needs them: the body's decoder and whether
+#: the header has tagged fields; the response's encoder and whether its header has them
+#: (one lookup per request, issue 26)
+_request_bodies: dict[tuple[int, int], tuple[Decoder, bool]] = {}
+_response_bodies: dict[tuple[int, int], tuple[Encoder, bool]] = {}
 
 
 def _api(api_key: int, api_version: int) -> Api:
@@ -159,16 +164,18 @@ def decode_request(buf: memoryview | bytes) -> tuple[RequestHeader, dict[str, An
         buf = memoryview(buf)
     header, pos = decode_request_header(buf)
     api_key, api_version = header.api_key, header.api_version
-    dec = _request_decoders.get((api_key, api_version))
-    if dec is None:
+    known = _request_bodies.get((api_key, api_version))
+    if known is None:
         api = APIS.get(api_key)
         if api is None:
             raise UnknownApiError(header)
         if not api.supports(api_version):
             raise UnsupportedVersionError(header)
-        dec = request_decoder(api_key, api_version)
+        known = _request_bodies[api_key, api_version] = (
+            request_decoder(api_key, api_version), api.is_flexible(api_version))
+    dec, flexible = known
     try:
-        if APIS[api_key].is_flexible(api_version):
+        if flexible:
             count, pos = read_uvarint(buf, pos)
             for _ in range(count):
                 _tag, pos = read_uvarint(buf, pos)
@@ -213,9 +220,15 @@ def encode_response(
     Parts are ``bytes`` or record objects with an int ``.length`` (file slices to
     be sent with sendfile); the size prefix counts both.
     """
-    enc = _response_encoders.get((api_key, api_version)) or response_encoder(api_key, api_version)
+    known = _response_bodies.get((api_key, api_version))
+    if known is None:
+        known = _response_bodies[api_key, api_version] = (
+            response_encoder(api_key, api_version),
+            # ApiVersions' response header is v0 whatever the version
+            api_key != 18 and APIS[api_key].is_flexible(api_version))
+    enc, tagged_header = known
     out = bytearray(_SIZE_AND_CORRELATION.pack(0, correlation_id))
-    if api_key != 18 and APIS[api_key].is_flexible(api_version):
+    if tagged_header:
         out.append(0)
     parts: list[Any] = []
     try:
