@@ -358,7 +358,8 @@ def log_lines_since(path: Path, since: float, pattern: str) -> list[tuple[float,
 #: the issue's goal: no event-loop stall longer than this on any broker
 STALL_MS = 50.0
 _STALL_LINE = re.compile(r"event loop stalled for (\d+) ms")
-_STALL_GC = re.compile(r"of which (\d+) ms in the cyclic GC \((\d+) full")
+_STALL_GC = re.compile(r"of which (\d+) ms in the cyclic GC \((\d+) full collections"
+                       r"(?:, (\d+) ms)?")
 _FRAME_LINE = re.compile(r"^\s+(pybroker/\S+ in \S+)")
 
 
@@ -413,18 +414,19 @@ class LoopWatch:
                     "logged_stalls_ms": sorted((ms for ms, _ in logged), reverse=True),
                     "logged_where": sorted(wheres.items(), key=lambda x: -x[1]),
                     # the cyclic GC's share of the logged stalls (ms, full collections)
-                    "logged_gc_ms": sum(ms for ms, _ in gc_ms),
-                    "logged_full_gcs": sum(n for _, n in gc_ms),
+                    "logged_gc_ms": sum(ms for ms, _, _ in gc_ms),
+                    "logged_full_gcs": sum(n for _, n, _ in gc_ms),
+                    "logged_full_gc_ms": sum(ms for _, _, ms in gc_ms),
                 }
         return out
 
 
-def broker_stalls(path: Path) -> list[tuple[float, int, str, tuple[int, int]]]:
-    """(time, ms, where, (GC ms, full GCs)) of every stall a broker's reporter logged:
+def broker_stalls(path: Path) -> list[tuple[float, int, str, tuple[int, int, int]]]:
+    """(time, ms, where, (GC ms, full GCs, their ms)) of every stall a broker logged:
     `where` is the innermost pybroker frames of the most seen sample (or the innermost
     frame when it was outside the package); the GC part is the collector's time during
-    the stall (0, 0 from a broker that does not log it)."""
-    out: list[tuple[float, int, str, tuple[int, int]]] = []
+    the stall (zeros from a broker that does not log it)."""
+    out: list[tuple[float, int, str, tuple[int, int, int]]] = []
     try:
         lines = path.read_text(errors="replace").splitlines()
     except OSError:
@@ -452,7 +454,8 @@ def broker_stalls(path: Path) -> list[tuple[float, int, str, tuple[int, int]]]:
             where = " < ".join(reversed(frames[-3:])) if frames else (last or "no sample")
         gc_part = _STALL_GC.search(line)
         out.append((when, int(found[1]), where,
-                    (int(gc_part[1]), int(gc_part[2])) if gc_part else (0, 0)))
+                    (int(gc_part[1]), int(gc_part[2]), int(gc_part[3] or 0)) if gc_part
+                    else (0, 0, 0)))
     return out
 
 
@@ -468,7 +471,8 @@ def report_stalls(loops: dict[str, dict[int, dict[str, Any]]]) -> None:
             print(f"      broker {b}: {r['p99_ms']} / {r['max_ms']} ms, {r['over_50ms']} of "
                   f"{r['probes']} over 50 ms; logged {r['logged_stalls_ms'][:8]} "
                   f"(sum {sum(r['logged_stalls_ms'])} ms, of which {r['logged_gc_ms']} ms "
-                  f"in {r['logged_full_gcs']} full GCs)")
+                  f"in the GC, {r['logged_full_gc_ms']} ms in {r['logged_full_gcs']} full "
+                  f"ones)")
             for where, n in r["logged_where"][:4]:
                 print(f"        {n}x {where}")
 

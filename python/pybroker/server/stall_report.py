@@ -68,17 +68,19 @@ class StallReporter:
             while True:
                 self._samples = {}
                 self._due = time.monotonic() + self.tick_s
-                gc_before, full_before = PAUSES.total_s, PAUSES.count[2]
+                gc_before = PAUSES.total_s
+                full_before = (PAUSES.count[2], PAUSES.seconds[2])
                 await anyio.sleep(self.tick_s)
                 late = time.monotonic() - self._due
                 if late >= self.threshold_s:
                     self._report(late, self._samples, PAUSES.total_s - gc_before,
-                                 PAUSES.count[2] - full_before)
+                                 PAUSES.count[2] - full_before[0],
+                                 PAUSES.seconds[2] - full_before[1])
         finally:
             stop.set()
 
     def _report(self, late_s: float, samples: dict[str, int], gc_s: float = 0.0,
-                full_gcs: int = 0) -> None:
+                full_gcs: int = 0, full_gc_s: float = 0.0) -> None:
         self.stalls += 1
         self.longest_s = max(self.longest_s, late_s)
         where = "\n".join(f"  seen {n} time(s):\n{stack}"
@@ -87,11 +89,12 @@ class StallReporter:
             "process was not scheduled, or the GIL was held by code that does not release "
             "it)")
         log.warning("event loop stalled for %.0f ms (event.loop.stall.report.ms=%.0f), of "
-                    "which %.0f ms in the cyclic GC (%d full collections): every request "
-                    "waited meanwhile. Nothing to do for a single stall under load; "
+                    "which %.0f ms in the cyclic GC (%d full collections, %.0f ms): every "
+                    "request waited meanwhile. Nothing to do for a single stall under load; "
                     "repeated stalls in one place are worth reporting with these lines. "
                     "Where the loop thread was, sampled during the stall:\n%s",
-                    late_s * 1000, self.threshold_s * 1000, gc_s * 1000, full_gcs, where)
+                    late_s * 1000, self.threshold_s * 1000, gc_s * 1000, full_gcs,
+                    full_gc_s * 1000, where)
 
     def _watch(self, stop: threading.Event) -> None:
         half = self.threshold_s / 2
