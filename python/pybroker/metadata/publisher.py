@@ -13,6 +13,7 @@ from pybroker.coordination.base import TopicRecord
 from pybroker.metadata.cache import BrokerEndpoint, MetadataCache
 from pybroker.purgatory import Purgatory
 from pybroker.replica.manager import ReplicaManager
+from pybroker.server.loop_slice import LoopSlice
 
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,9 @@ class MetadataPublisher:
                      self.replicas.epochs_recording_s - recording)
 
     async def _topics_changed(self, changes: list[tuple[TopicRecord, list[int]]]) -> None:
+        pace = LoopSlice()  # thousands of partitions: the loop gets turns meanwhile
         for record, _ in changes:
+            await pace.pause_if_due()
             self.metadata.update_topic(self.replicas.as_served(record))
             self.purgatory.notify(topic_key(record.name))
 
