@@ -269,6 +269,7 @@ class Broker:
                 tg.cancel_scope.cancel()
         finally:
             PAUSES.uninstall()  # an in-process broker's host (a test) collects as before
+            log.info("cyclic GC while this broker ran: %s", PAUSES.summary())
             with anyio.CancelScope(shield=True):
                 dispatcher.quotas.close()
                 txn_markers.remove_marker_listener(groups.on_txn_marker)

@@ -33,6 +33,7 @@ def test_a_full_collection_is_counted_and_timed() -> None:
     assert pauses.total_s >= pauses.seconds[2]
     gc.collect()  # uninstalled: no longer counted
     assert pauses.count[2] == 1
+    assert "generation 2: 1 in " in pauses.summary()
 
 
 def test_the_metrics_show_the_pauses(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -84,6 +84,13 @@ class GcPauses:
         if self._callback in gc.callbacks:
             gc.callbacks.remove(self._callback)
 
+    def summary(self) -> str:
+        """Per generation: collections, seconds, the longest (for a log line)."""
+        return ", ".join(
+            f"generation {g}: {n} in {s:.3f} s, longest {m * 1000:.1f} ms"
+            for g, (n, s, m) in enumerate(zip(self.count, self.seconds, self.longest_s,
+                                              strict=True))) + f", {self.freezes} freezes"
+
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._started = time.perf_counter()
