@@ -15,7 +15,7 @@ is ~18 tracked objects on one node (its log, replica state, metadata cache entry
 their lists; more with followers and fetch sessions), so at 3,000 partitions RF 3 a
 broker's full collections walked ~10^5 objects, 20-570 ms each on the loaded bench
 machine, the longest single stalls of a controlled shutdown or a restart (issue 25,
-bench/RESULTS.md). So a full collection that took `FREEZE_AFTER_FULL_S` or longer
+bench/RESULTS.md). So a full collection that took `FREEZE_AFTER_FULL_S` of CPU or more
 freezes what it left: at its end the oldest generation holds exactly what survived it
 (the garbage is gone, the younger generations are empty), which is long-lived state;
 the next full collections walk only what is allocated after. Nothing is disabled, and
@@ -42,8 +42,10 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-#: a full collection at least this long freezes what survived it (see above): well
-#: under the 50 ms stall goal, and the walk of ~50k objects on a quiet machine
+#: a full collection of at least this much CPU time freezes what survived it (see
+#: above): well under the 50 ms stall goal, the walk of ~50k objects; CPU time, not
+#: the wall clock, so that a loaded machine's preemption does not make freezes of
+#: small heaps
 FREEZE_AFTER_FULL_S = 0.010
 
 
@@ -71,6 +73,11 @@ class GcPauses:
         self.count = [0] * self.GENERATIONS
         self.seconds = [0.0] * self.GENERATIONS
         self.longest_s = [0.0] * self.GENERATIONS
+        #: the collecting thread's CPU seconds (on a loaded machine the wall clock also
+        #: counts the time the process was not scheduled)
+        self.cpu_s = [0.0] * self.GENERATIONS
+        self.longest_cpu_s = [0.0] * self.GENERATIONS
+        self._started_cpu = 0.0
         #: seconds in any collection since the start (the stall reporter diffs it)
         self.total_s = 0.0
         self._started = 0.0
@@ -87,23 +94,30 @@ class GcPauses:
     def summary(self) -> str:
         """Per generation: collections, seconds, the longest (for a log line)."""
         return ", ".join(
-            f"generation {g}: {n} in {s:.3f} s, longest {m * 1000:.1f} ms"
-            for g, (n, s, m) in enumerate(zip(self.count, self.seconds, self.longest_s,
-                                              strict=True))) + f", {self.freezes} freezes"
+            f"generation {g}: {n} in {s:.3f} s (CPU {c:.3f} s), longest {m * 1000:.1f} ms "
+            f"(CPU {mc * 1000:.1f} ms)"
+            for g, (n, s, m, c, mc) in enumerate(zip(
+                self.count, self.seconds, self.longest_s, self.cpu_s, self.longest_cpu_s,
+                strict=True))) + f", {self.freezes} freezes"
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._started = time.perf_counter()
+            self._started_cpu = time.thread_time()
             return
         took = time.perf_counter() - self._started
+        cpu = time.thread_time() - self._started_cpu
         generation = info["generation"]
+        self.cpu_s[generation] += cpu
+        if cpu > self.longest_cpu_s[generation]:
+            self.longest_cpu_s[generation] = cpu
         self.count[generation] += 1
         self.seconds[generation] += took
         self.total_s += took
         if took > self.longest_s[generation]:
             self.longest_s[generation] = took
         if (generation == GcPauses.GENERATIONS - 1 and self.freeze_after_s is not None
-                and took >= self.freeze_after_s):
+                and cpu >= self.freeze_after_s):
             # the collection is over (the "stop" callback): the oldest generation holds
             # only its survivors and the younger ones are empty; freezing moves list
             # heads, it neither allocates nor walks
