@@ -7,7 +7,14 @@ receive buffer, with no chunk objects in between (the event loop's stream
 transport reads into its own buffer and hands over a new bytes object per read,
 a copy of every byte, which was a sixth of a follower's CPU). A TLS connection
 keeps anyio's stream (the TLS layer makes its own chunks) and copies each chunk
-into the caller's buffer."""
+into the caller's buffer.
+
+While the rest of a large frame is awaited, a plaintext socket's SO_RCVLOWAT asks the
+kernel to wake the reader only once that much has arrived (at most LOWAT_MAX_BYTES):
+a follower's megabyte Fetch answer comes over loopback in pieces of about 100 KB (the
+leader's sendfile stops at its full send buffer), and each piece woke the fetcher for a
+loop turn and a recv of its own (issue 26). The frame is no use before its last byte,
+so waiting for more of it delays nothing."""
 
 from __future__ import annotations
 
@@ -20,6 +27,13 @@ import anyio
 import anyio.abc
 
 from pybroker.net.readiness import ReadinessWaiter
+
+#: a receive of at least this many bytes waits for them all (up to LOWAT_MAX_BYTES) in one
+#: wake-up; smaller ones take whatever has arrived (the low-water mark back at 1 byte)
+LOWAT_MIN_BYTES = 64 << 10
+#: the most one wake-up waits for: the kernel grows the receive buffer to hold the mark
+#: (tcp_set_rcvlowat; it caps the mark at half of net.ipv4.tcp_rmem's maximum)
+LOWAT_MAX_BYTES = 1 << 20
 
 
 class Transport(Protocol):
@@ -45,6 +59,8 @@ class SocketTransport:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._readable = ReadinessWaiter(sock.fileno())
+        #: the socket's SO_RCVLOWAT as last set (1: the kernel's default)
+        self._lowat = 1
 
     @classmethod
     async def connect(cls, host: str, port: int) -> SocketTransport:
@@ -80,15 +96,30 @@ class SocketTransport:
                 await anyio.wait_writable(self._sock)
 
     async def receive_into(self, view: memoryview) -> int:
+        """As Transport's; the caller asks for exactly what it still needs (the rest
+        of a frame), so the kernel may hold the wake-up until that much is there."""
         while True:
             try:
                 count = self._sock.recv_into(view)
             except BlockingIOError:
+                self._set_lowat(len(view))
                 await self._readable.wait()
                 continue
             if count == 0:
                 raise anyio.EndOfStream
             return count
+
+    def _set_lowat(self, wanted: int) -> None:
+        """Before a wait for `wanted` more bytes: a mark above them would wait for bytes
+        that may never come, so it comes down; below LOWAT_MIN_BYTES it is 1 again; a
+        large rest raises it once (a mark at or below the rest is kept, so a frame costs
+        two setsockopt calls however many pieces it comes in)."""
+        lowat = min(wanted, LOWAT_MAX_BYTES) if wanted >= LOWAT_MIN_BYTES else 1
+        if lowat > self._lowat and self._lowat > 1:
+            return
+        if lowat != self._lowat:
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, lowat)
+            self._lowat = lowat
 
     async def aclose(self) -> None:
         # before the fd is closed (and maybe reused); a receive still waiting fails
