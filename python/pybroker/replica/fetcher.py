@@ -40,6 +40,7 @@ from pybroker.fetch.handler import FetchSessionHandler
 from pybroker.metadata.cache import MetadataCache
 from pybroker.replica.partition import ReplicaPartition
 from pybroker.replica.throttle import ReplicationQuota, throttled
+from pybroker.server.loop_slice import LoopSlice
 
 log = logging.getLogger(__name__)
 
@@ -244,20 +245,28 @@ class ReplicaFetcher:
         fetched (all errored), so the caller backs off."""
         # a partition on a failed log dir is not written to again (take_offline drops it)
         # nor is one delayed after an error: left out, the leader's session forgets it
+        # a pass over every partition followed from this leader (thousands): the loop's
+        # other tasks get a turn every few ms (issue 25); a state removed or replaced
+        # during a pause is asked for once more and its answer left alone (below)
+        pace = LoopSlice()
         now = time.monotonic()
-        ready = {k: s for k, s in self.states.items()
-                 if s.truncated and not s.partition.log.offline and self._ready(s, now)}
-        if self.quota is not None and ready and self.quota.exceeded():
-            ready = {k: s for k, s in ready.items() if not self._throttled(s)}
+        throttling = self.quota is not None and self.quota.exceeded()
+        max_bytes = self.config["replica.fetch.max.bytes"]  # once, not per partition
+        ready: dict[tuple[str, int], FetchState] = {}
+        wanted: dict[tuple[str, int], dict[str, int]] = {}
+        for key, state in list(self.states.items()):
+            await pace.pause_if_due()
+            if (not state.truncated or state.partition.log.offline
+                    or not self._ready(state, now) or (throttling and self._throttled(state))):
+                continue
+            ready[key] = state
+            wanted[key] = {
+                "partition": key[1], "current_leader_epoch": state.leader_epoch,
+                "fetch_offset": state.fetch_offset,
+                "log_start_offset": state.partition.log_start_offset,
+                "partition_max_bytes": max_bytes}
         if not ready:
             return False
-        max_bytes = self.config["replica.fetch.max.bytes"]  # once, not per partition
-        wanted = {(topic, index): {
-            "partition": index, "current_leader_epoch": state.leader_epoch,
-            "fetch_offset": state.fetch_offset,
-            "log_start_offset": state.partition.log_start_offset,
-            "partition_max_bytes": max_bytes}
-            for (topic, index), state in ready.items()}
         wait_ms = self.config["replica.fetch.wait.max.ms"]
         frame = await connection.request_frame(FETCH, FETCH_VERSION, {
             "replica_id": self.broker_id, "max_wait_ms": wait_ms,
