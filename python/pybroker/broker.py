@@ -220,8 +220,6 @@ class Broker:
         from pybroker.server.dispatch import Dispatcher
         from pybroker.server.gc_policy import PAUSES, freeze_startup_heap
 
-        PAUSES.install()
-
         dispatcher = Dispatcher(ctx)
         server = ConnectionServer(config, dispatcher.handle_frame, self.metrics,
                                   self.tls_contexts)
@@ -256,6 +254,9 @@ class Broker:
                     log.info("listening on %s://%s:%d", item.name, item.host or "0.0.0.0", port)
                 # the long-lived startup heap leaves the GC's walks (tail latency)
                 freeze_startup_heap()
+                # timed from here: the start's collections (the startup heap, a restart's
+                # logs) are over before anything is served
+                PAUSES.install()
                 phases.done("listeners")
                 log.info("started in %s", phases)
                 task_status.started(self.bound_ports)
