@@ -63,7 +63,10 @@ def test_a_slow_full_collection_freezes_its_survivors_and_not_its_garbage() -> N
     kept = Node()
     kept.other = kept
     garbage = _cycle()
-    pauses = GcPauses(freeze_after_s=0.0).install()  # every full collection is "slow"
+    hosted = [1000]
+    # every full collection is "slow"; the partitions grew by a quarter since install
+    pauses = GcPauses(freeze_after_s=0.0).install(growth=lambda: hosted[0])
+    hosted[0] = 1250
     try:
         gc.collect(1)  # a young collection never freezes
         assert pauses.freezes == 0 and gc.get_freeze_count() == 0
@@ -84,12 +87,45 @@ def test_a_slow_full_collection_freezes_its_survivors_and_not_its_garbage() -> N
 @pytest.mark.usefixtures("no_collector_afterwards")
 def test_a_fast_full_collection_freezes_nothing() -> None:
     gc.unfreeze()
-    pauses = GcPauses(freeze_after_s=3600.0).install()
+    hosted = [0]
+    pauses = GcPauses(freeze_after_s=3600.0).install(growth=lambda: hosted[0])
+    hosted[0] = 10_000
     try:
         gc.collect()
     finally:
         pauses.uninstall()
     assert pauses.freezes == 0 and gc.get_freeze_count() == 0
+
+
+@pytest.mark.usefixtures("no_collector_afterwards")
+def test_freezes_wait_for_the_hosted_partitions_to_grow() -> None:
+    """A frozen cycle is never collected (a connection open at a freeze, closed
+    later): freezes are bounded by the growth of the partitions hosted, not by how
+    often a full collection is slow."""
+    gc.unfreeze()
+    hosted = [1000]
+    pauses = GcPauses(freeze_after_s=0.0).install(growth=lambda: hosted[0])
+    try:
+        for partitions, froze in ((1000, 0), (1249, 0), (1250, 1), (1250, 1), (1400, 1),
+                                  (1563, 2), (900, 2), (1600, 2), (1954, 3)):
+            hosted[0] = partitions
+            gc.collect()
+            assert pauses.freezes == froze, (partitions, pauses.freezes)
+        hosted[0] = 0  # a new broker
+        small = GcPauses(freeze_after_s=0.0).install(growth=lambda: hosted[0])
+        hosted[0] += 99  # a quarter of nothing is not growth: 100 more partitions are
+        gc.collect()
+        assert small.freezes == 0
+        hosted[0] += 1
+        gc.collect()
+        assert small.freezes == 1
+        small.uninstall()
+        unbounded = GcPauses(freeze_after_s=0.0).install()  # no growth measure: no freezes
+        gc.collect()
+        assert unbounded.freezes == 0
+        unbounded.uninstall()
+    finally:
+        pauses.uninstall()
 
 
 @pytest.mark.usefixtures("no_collector_afterwards")

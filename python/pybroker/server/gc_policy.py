@@ -18,16 +18,18 @@ machine, the longest single stalls of a controlled shutdown or a restart (issue 
 bench/RESULTS.md). So a full collection that took `FREEZE_AFTER_FULL_S` of CPU or more
 freezes what it left: at its end the oldest generation holds exactly what survived it
 (the garbage is gone, the younger generations are empty), which is long-lived state;
-the next full collections walk only what is allocated after. Nothing is disabled, and
-freezes are rare: only a live heap that grew by that much since the last one makes a
-full collection that slow (topics created, a restart's logs opened, many new
-connections).
+the next full collections walk only what is allocated after. Nothing is disabled.
 
 What a freeze costs: a frozen object is still freed when its last reference goes (a
 deleted topic's partition state holds no reference cycle: tests/server/test_gc_freeze),
-but a cycle of frozen objects that becomes garbage later is not collected. A client
+but a cycle of frozen objects that becomes garbage later is never collected. A client
 connection's objects are such a cycle today: a connection open at a freeze and closed
-later stays in memory (a few KiB; freezes are rare, see above).
+later stays in memory (a few KiB). So a freeze also needs the broker's long-lived state
+to have grown: the partitions it hosts (`growth`) at least `FREEZE_GROWTH` times, and
+`FREEZE_MIN_GROWTH` more than, at the last freeze. A broker's life then has a bounded
+number of freezes, logarithmic in its largest partition count (about 25 from 100 to
+30,000 partitions), however often topics come and go or clients reconnect; a slow full
+collection without such growth (many connections) is left as it is.
 
 `GcPauses` times every collection, per generation (gc.callbacks): the counts, the
 total and the longest pause are metrics, and the stall reporter says how much of a
@@ -38,6 +40,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -47,6 +50,10 @@ log = logging.getLogger(__name__)
 #: the wall clock, so that a loaded machine's preemption does not make freezes of
 #: small heaps
 FREEZE_AFTER_FULL_S = 0.010
+#: ... once the hosted partitions are this many times those at the last freeze
+FREEZE_GROWTH = 1.25
+#: ... and at least this many more
+FREEZE_MIN_GROWTH = 100
 
 
 def freeze_startup_heap() -> int:
@@ -60,7 +67,8 @@ def freeze_startup_heap() -> int:
 
 class GcPauses:
     """Per generation: collections, seconds spent in them, the longest one; and the
-    freeze after a slow full collection (`freeze_after_s`, None: never). The callback
+    freeze after a slow full collection (`freeze_after_s`, None: never) once `growth()`
+    (the hosted partitions; None: no freezes) grew enough since the last. The callback
     runs on whichever thread triggered the collection (it holds the GIL, so every
     thread waits for it alike): two clock reads a collection."""
 
@@ -81,8 +89,16 @@ class GcPauses:
         #: seconds in any collection since the start (the stall reporter diffs it)
         self.total_s = 0.0
         self._started = 0.0
+        #: the hosted partitions, read when a freeze is considered
+        self.growth: Callable[[], int] | None = None
+        #: what `growth()` was at the last freeze (or at install)
+        self.frozen_at = 0
 
-    def install(self) -> GcPauses:
+    def install(self, growth: Callable[[], int] | None = None) -> GcPauses:
+        """Start timing; `growth` counts the long-lived state a freeze waits for (what
+        it is now is the baseline: the start's own heap is frozen already)."""
+        self.growth = growth
+        self.frozen_at = growth() if growth is not None else 0
         if self._callback not in gc.callbacks:
             gc.callbacks.append(self._callback)
         return self
@@ -117,12 +133,21 @@ class GcPauses:
         if took > self.longest_s[generation]:
             self.longest_s[generation] = took
         if (generation == GcPauses.GENERATIONS - 1 and self.freeze_after_s is not None
-                and cpu >= self.freeze_after_s):
+                and cpu >= self.freeze_after_s and self._grown()):
             # the collection is over (the "stop" callback): the oldest generation holds
             # only its survivors and the younger ones are empty; freezing moves list
             # heads, it neither allocates nor walks
             gc.freeze()
             self.freezes += 1
+
+    def _grown(self) -> bool:
+        if self.growth is None:
+            return False
+        now = self.growth()
+        if now < max(self.frozen_at * FREEZE_GROWTH, self.frozen_at + FREEZE_MIN_GROWTH):
+            return False
+        self.frozen_at = now
+        return True
 
 
 #: the process's one accounting (installed by the broker at start)
