@@ -10,7 +10,9 @@ processes on loopback (zookeeper.connect=...:PORT/chroot), then measures:
   Cases: RF=3 with acks=all (min.insync.replicas=2), RF=3 with acks=1, and RF=1
   with acks=1 (no replication at all). Cases are interleaved, `--repeat` times;
   each topic is deleted after its run. Also reported: CPU seconds of the three
-  broker processes per GB produced.
+  broker processes per GB produced (and the system share of it: the kernel's copies,
+  TCP and page cache), this process's CPU per GB (the producer and its librdkafka
+  threads: the client side) and the load average at the end of the case.
 - **latency**: records sent at `--rate`/s for `--seconds` to a one-partition RF=3
   topic with acks=all (confluent-kafka, linger.ms=0, batch.size=1000000,
   max.in.flight.requests.per.connection `--max-in-flight`, default 5; the consumer
@@ -63,6 +65,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import subprocess
 import statistics
@@ -246,12 +249,21 @@ def broker_pids(cluster: Cluster | PeerCluster) -> list[int]:
             if b.proc is not None and b.proc.poll() is None]
 
 
-def broker_cpu_s(cluster: Cluster | PeerCluster) -> float:
-    total = 0.0
+def broker_cpu_split(cluster: Cluster | PeerCluster) -> tuple[float, float]:
+    """The brokers' (user, system) CPU seconds so far."""
+    user = system = 0.0
     for pid in broker_pids(cluster):
         times = psutil.Process(pid).cpu_times()
-        total += times.user + times.system
-    return total
+        user += times.user
+        system += times.system
+    return user, system
+
+
+def own_cpu_s() -> float:
+    """This process's CPU seconds so far: the bench's producer (its Python loop and
+    librdkafka's threads) and the high-watermark polls, the client side of a case."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 # --- throughput ---------------------------------------------------------------------------
@@ -310,7 +322,8 @@ def throughput(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> list
             topic = f"tp-{uuid.uuid4().hex[:8]}"
             configs = {"min.insync.replicas": "2"} if replication == 3 else {}
             cluster.create_topic(topic, args.partitions, replication, configs)
-            cpu0 = broker_cpu_s(cluster)
+            user0, system0 = broker_cpu_split(cluster)
+            client0 = own_cpu_s()
             start = time.perf_counter()
             seconds = produce_all(cluster.bootstrap, topic, args.partitions, args.records, acks,
                                   args.timeout)
@@ -319,7 +332,9 @@ def throughput(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> list
             # end over the ISR, reaches the end of every partition
             wait_replicated(cluster.bootstrap, topic, args.partitions, args.records)
             replicated = time.perf_counter() - start
-            cpu = broker_cpu_s(cluster) - cpu0
+            user1, system1 = broker_cpu_split(cluster)
+            client = own_cpu_s() - client0
+            cpu = user1 - user0 + system1 - system0
             mb = args.records * KiB / 1e6
             row = {"case": label, "repetition": repetition, "records": args.records,
                    "partitions": args.partitions, "seconds": round(seconds, 3),
@@ -327,10 +342,18 @@ def throughput(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> list
                    "mb_per_s": round(mb / seconds, 1),
                    "replicated_seconds": round(replicated, 3),
                    "replicated_mb_per_s": round(mb / replicated, 1),
-                   "broker_cpu_s_per_gb": round(cpu / (mb / 1000), 2)}
+                   "broker_cpu_s_per_gb": round(cpu / (mb / 1000), 2),
+                   # the kernel's share (copies, TCP, the page cache) against the
+                   # processes' own code, and the client's CPU beside the brokers' (issue 26)
+                   "broker_system_cpu_s_per_gb": round((system1 - system0) / (mb / 1000), 2),
+                   "client_cpu_s_per_gb": round(client / (mb / 1000), 2),
+                   "load_average": round(os.getloadavg()[0], 1)}
             print(f"throughput {label}: {row['mb_per_s']} MB/s acknowledged, "
                   f"{row['replicated_mb_per_s']} MB/s on every replica, "
-                  f"broker CPU {row['broker_cpu_s_per_gb']} s/GB", flush=True)
+                  f"broker CPU {row['broker_cpu_s_per_gb']} s/GB "
+                  f"(system {row['broker_system_cpu_s_per_gb']}), "
+                  f"client CPU {row['client_cpu_s_per_gb']} s/GB, "
+                  f"load {row['load_average']}", flush=True)
             rows.append(row)
             cluster.admin().delete_topics([topic], request_timeout=30)[topic].result(30)
     return rows
@@ -842,7 +865,8 @@ def summarize(results: dict[str, Any], args: argparse.Namespace) -> None:
             print(f"{case}: median {statistics.median(r['mb_per_s'] for r in runs)} MB/s "
                   f"acknowledged, {statistics.median(r['replicated_mb_per_s'] for r in runs)} "
                   f"MB/s on every replica, broker CPU "
-                  f"{statistics.median(r['broker_cpu_s_per_gb'] for r in runs)} s/GB")
+                  f"{statistics.median(r['broker_cpu_s_per_gb'] for r in runs)} s/GB, client "
+                  f"CPU {statistics.median(r['client_cpu_s_per_gb'] for r in runs)} s/GB")
     if "failover" in results and results["failover"]:
         firsts = [r["first_ack_s"] for r in results["failover"]]
         print(f"failover: first acknowledged write {min(firsts)}-{max(firsts)} s after kill -9 "
