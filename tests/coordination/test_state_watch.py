@@ -123,6 +123,63 @@ async def test_a_batch_of_state_changes_costs_a_watching_broker_a_few_multireads
     assert await matches_store(view, controller, keys)
 
 
+async def test_kazoo_does_not_handle_again_what_only_the_recursive_watch_wants(
+        zk_cluster: Cluster) -> None:
+    """A state change under a broker's recursive watch is decoded once: kazoo's own
+    notification handling (which would decode it again to find no standard watch to
+    fire) is skipped; 30,000 of them when a controller moves a dead broker's partitions
+    (issue 25)."""
+    names = [f"k-{i}" for i in range(TOPICS)]
+    controller, lease, broker, view = await setup(zk_cluster, names)
+    assert isinstance(broker, ZooKeeperBackend)
+    tap = broker.zk._event_tap  # type: ignore[attr-defined]
+    handled_by_kazoo: list[bytes] = []
+    kazoos = tap._kazoos
+
+    def counted(buffer: bytes, offset: int) -> Any:
+        handled_by_kazoo.append(buffer)
+        return kazoos(buffer, offset)
+
+    tap._kazoos = counted
+    keys = [(n, p) for n in names for p in range(PARTITIONS)]
+    current = await controller.partition_states_of(keys)
+    moved = state(2, 1, [2, 3], lease.epoch)
+    await controller.update_partition_states(
+        [StateUpdate(n, p, moved, current[(n, p)].version) for n, p in keys], lease)
+    await eventually(lambda: all(view.states[k].state == moved for k in keys),
+                     "every change seen by the watching broker")
+    assert handled_by_kazoo == []
+
+
+async def test_a_standard_watch_under_a_recursive_one_still_fires(
+        zk_cluster: Cluster) -> None:
+    """The server sends one notification for a connection's standard and recursive
+    watches on a znode together: kazoo still gets it when it holds a standard watch
+    there (a data watch on a change, a child watch on a deletion)."""
+    names = ["s-0"]
+    controller, lease, broker, view = await setup(zk_cluster, names)
+    assert isinstance(broker, ZooKeeperBackend)
+    fired: list[Any] = []
+    path = f"/brokers/topics/{names[0]}/partitions/0/state"
+    broker.zk.kazoo.get(path, watch=fired.append)
+    gone = f"/brokers/topics/{names[0]}/partitions/1/state"
+    broker.zk.kazoo.get_children(gone, watch=fired.append)
+    current = await controller.partition_states_of([(names[0], 0)])
+    moved = state(2, 1, [2, 3], lease.epoch)
+    await controller.update_partition_states(
+        [StateUpdate(names[0], 0, moved, current[(names[0], 0)].version)], lease)
+    await eventually(lambda: view.states[(names[0], 0)].state == moved,
+                     "the change seen by the recursive watch")
+    await eventually(lambda: len(fired) == 1, "the standard data watch fired")
+    assert fired[0].type == "CHANGED" and fired[0].path == path
+    assert isinstance(controller, ZooKeeperBackend)
+    await controller.zk.call("delete", gone)
+    await eventually(lambda: (names[0], 1) not in view.states,
+                     "the deletion seen by the recursive watch")
+    await eventually(lambda: len(fired) == 2, "the standard child watch fired")
+    assert fired[1].type == "DELETED" and fired[1].path == gone
+
+
 async def test_a_change_between_the_notification_and_the_reread_is_seen(
         zk_cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     controller, lease, broker, view = await setup(zk_cluster, ["gap"])

@@ -20,7 +20,11 @@ it otherwise; `EventTap` sees every notification first (kazoo's ConnectionHandle
 registered root to its listeners, on kazoo's connection thread (a listener only
 records the path and wakes the event loop). One notification can serve both a standard
 watch and a persistent one on the same connection (the server sends it once), so
-kazoo's own handling always runs too.
+kazoo's own handling runs too whenever kazoo holds a standard watch the notification
+can fire; when it holds none (a state change under a broker's recursive watch, 30,000
+of them when a controller moves a dead broker's partitions) it is skipped: it would
+decode the notification a second time to find nobody to tell (a quarter of the
+notification's cost on kazoo's thread, issue 25's fail30k).
 
 Requests as ZooKeeper's jute declares them: AddWatchRequest {ustring path; int mode},
 answered with an empty body; RemoveWatchesRequest {ustring path; int type} (opcode 18),
@@ -141,18 +145,32 @@ class EventTap:
             return True
 
     def _read_watch_event(self, buffer: bytes, offset: int) -> Any:  # kazoo's thread
-        if self._listeners:
-            try:
-                event, _ = Watch.deserialize(buffer, offset)
-                kind = event.type
-                if kind in (CREATED, DELETED, CHANGED):
-                    path = self.zk.kazoo.unchroot(event.path)
-                    with self._lock:
-                        matched = [listener for root, listeners in self._listeners.items()
-                                   if path == root or path.startswith(root + "/")
-                                   for listener in listeners]
-                    for listener in matched:
-                        listener(kind, path)
-            except Exception:  # never break kazoo's connection thread
-                log.exception("handling a ZooKeeper notification")
+        if self._listeners and not self._tapped(buffer, offset):
+            return None
         return self._kazoos(buffer, offset)
+
+    def _tapped(self, buffer: bytes, offset: int) -> bool:
+        """Pass the notification to the listeners under its path; whether kazoo's own
+        handling is due too (False only when a listener took it and kazoo holds no
+        standard watch it fires)."""
+        try:
+            event, _ = Watch.deserialize(buffer, offset)
+            kind = event.type
+            if kind not in (CREATED, DELETED, CHANGED):
+                return True
+            kazoo = self.zk.kazoo
+            path = kazoo.unchroot(event.path)
+            with self._lock:
+                matched = [listener for root, listeners in self._listeners.items()
+                           if path == root or path.startswith(root + "/")
+                           for listener in listeners]
+            for listener in matched:
+                listener(kind, path)
+            # kazoo fires a data watch on the path (any of these three kinds), and a
+            # child watch too when the znode was deleted. Looked up on kazoo's thread,
+            # which is the one that registers and fires them
+            return (not matched or event.path in kazoo._data_watchers
+                    or (kind == DELETED and event.path in kazoo._child_watchers))
+        except Exception:  # never break kazoo's connection thread
+            log.exception("handling a ZooKeeper notification")
+            return True
