@@ -69,7 +69,7 @@ import anyio  # noqa: E402
 
 from pybroker.config import BrokerConfig  # noqa: E402
 from pybroker.controller.controller import Controller  # noqa: E402
-from pybroker.coordination.base import TopicAssignment  # noqa: E402
+from pybroker.coordination.base import StateUpdate, TopicAssignment  # noqa: E402
 from pybroker.coordination.zkmultiread import get_many  # noqa: E402
 from pybroker.coordination.zookeeper import ZooKeeperBackend  # noqa: E402
 from pybroker.coordination.znodes import BrokerRegistration, LeaderAndIsr  # noqa: E402
@@ -83,11 +83,99 @@ ZOOKEEPER_PID = [0]
 
 def zookeeper_cpu_s() -> float:
     """CPU seconds ZooKeeper's JVM has used so far (0 where /proc cannot tell)."""
+    return process_cpu_s(ZOOKEEPER_PID[0])
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds process `pid` has used so far, all its threads (0 where /proc cannot
+    tell)."""
     try:
-        fields = Path(f"/proc/{ZOOKEEPER_PID[0]}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def zookeeper_threads_cpu_s() -> dict[str, float]:
+    """ZooKeeper's CPU seconds so far by kind of thread (the JIT compiler's, the garbage
+    collector's, the request pipeline's...): thread names with their numbers dropped."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{ZOOKEEPER_PID[0]}/task").glob("*"):
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")].rstrip("0123456789:-# ")
+        fields = stat.rsplit(")", 1)[1].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf(
+            "SC_CLK_TCK")
+    return out
+
+
+def cpu_by_thread(start: dict[str, float], end: dict[str, float]) -> dict[str, float]:
+    spent = {k: round(v - start.get(k, 0.0), 2) for k, v in end.items()}
+    return dict(sorted(((k, v) for k, v in spent.items() if v >= 0.01),
+                       key=lambda kv: -kv[1]))
+
+
+async def warm_zookeeper(connect: str, names: list[str], rounds: int, pids: list[int],
+                         tmp: Path, timeout: float) -> float:
+    """Serve ZooKeeper what a running cluster's ZooKeeper serves, `rounds` times: a
+    controller (the real one, broker 99, on a session of its own) elected, its watches
+    set and its first pass over every state read, every state rewritten unchanged in
+    its fenced multis (the watching process's persistent watch fires and it re-reads
+    them), the controller resigning and its session closed; then wait until ZooKeeper
+    and the watching process are idle. A ZooKeeper that has served a cluster for a
+    while has its JIT's compiled code for all of these; one started seconds before
+    compiles it during the measured phase, and code compiled after seeing only some
+    kinds of request is thrown away and compiled again at the first other kind (in
+    issue 25's fail30k runs, 1.6-1.7 of ZooKeeper's 2.4-3.4 CPU seconds in the
+    measured phase went to its compiler threads). Returns the seconds it took."""
+    started = time.monotonic()
+    keys = [(n, p) for n in names for p in range(PER_TOPIC)]
+    for _ in range(rounds):
+        backend = ZooKeeperBackend(connect, session_timeout_ms=30000,
+                                   request_timeout_ms=120000)
+        await backend.start()
+        controller = Controller(99, backend, BrokerConfig({"log.dirs": str(tmp),
+                                                           "broker.id": "99"}))
+        passes = [0]
+        reconcile = controller._reconcile
+
+        async def counted(*args: Any, reconcile: Any = reconcile,
+                          passes: list[int] = passes) -> None:
+            await reconcile(*args)
+            passes[0] += 1
+
+        controller._reconcile = counted  # type: ignore[method-assign]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(controller.run)
+
+            async def loaded(controller: Controller = controller,
+                             passes: list[int] = passes) -> bool:
+                return (controller.is_active and len(controller._topics) >= len(names)
+                        and not controller._pending and passes[0] > 0)
+
+            await wait_until(loaded, timeout, "the warm-up controller's first pass")
+            lease = controller.lease
+            states = await backend.partition_states_of(keys)
+            outcomes = await backend.update_partition_states(
+                [StateUpdate(t, p, s.state, s.version) for (t, p), s in states.items()],
+                lease)
+            if not all(isinstance(o, int) for o in outcomes.values()):
+                raise RuntimeError("a warm-up write failed")
+            tg.cancel_scope.cancel()
+        await controller.resign()
+        await backend.close()
+    deadline = time.monotonic() + timeout
+    before = [process_cpu_s(p) for p in pids]
+    while time.monotonic() < deadline:
+        await anyio.sleep(0.5)
+        now = [process_cpu_s(p) for p in pids]
+        if all(b - a < 0.05 for a, b in zip(before, now, strict=True)):
+            return time.monotonic() - started
+        before = now
+    raise RuntimeError(f"ZooKeeper and the watching process still busy after {timeout} s")
 
 
 def replicas(index: int) -> list[int]:
@@ -139,15 +227,14 @@ async def wait_until(check: Any, timeout: float, what: str) -> float:
 
 async def watcher(connect: str, partitions: int, broker: int, timeout: float) -> None:
     """The broker's view (run in a process of its own): watch every partition state;
-    print "ready" once all are seen, then "clear <monotonic time> <CPU seconds since
-    ready>" once none names `broker`, or "timeout"."""
+    print "ready" once all are seen, then "clear <monotonic time> <CPU seconds so far>"
+    once none names `broker`, or "timeout"."""
     backend = ZooKeeperBackend(connect, session_timeout_ms=30000, request_timeout_ms=120000)
     await backend.start()
     naming: set[tuple[str, int]] = set()
     seen: set[tuple[str, int]] = set()
     done = anyio.Event()
     ready = [False]
-    cpu = [0.0]
 
     def changed(topic: str, changes: dict[int, Any]) -> None:
         for index, state in changes.items():
@@ -158,7 +245,7 @@ async def watcher(connect: str, partitions: int, broker: int, timeout: float) ->
             else:
                 naming.discard(key)
         if ready[0] and not naming and not done.is_set():
-            print(f"clear {time.monotonic()} {time.process_time() - cpu[0]}", flush=True)
+            print(f"clear {time.monotonic()} {time.process_time()}", flush=True)
             done.set()
 
     await backend.watch_partition_states(changed)
@@ -166,7 +253,6 @@ async def watcher(connect: str, partitions: int, broker: int, timeout: float) ->
         while len(seen) < partitions:
             await anyio.sleep(0.05)
     ready[0] = True
-    cpu[0] = time.process_time()
     print("ready", flush=True)
     try:
         with anyio.fail_after(timeout):
@@ -189,7 +275,7 @@ def start_watcher(connect: str, partitions: int, timeout: float) -> subprocess.P
 
 
 async def watcher_done(view: subprocess.Popen[str], timeout: float) -> tuple[float, float]:
-    """When the watching process saw every change, and its CPU seconds."""
+    """When the watching process saw every change, and its CPU seconds so far."""
     assert view.stdout is not None
     line = await anyio.to_thread.run_sync(view.stdout.readline)
     view.wait(timeout)
@@ -200,7 +286,7 @@ async def watcher_done(view: subprocess.Popen[str], timeout: float) -> tuple[flo
 
 
 async def measure(connect: str, partitions: int, timeout: float, tmp: Path,
-                  failover: bool = False) -> dict[str, Any]:
+                  failover: bool = False, warm_rounds: int = 0) -> dict[str, Any]:
     names = [f"load-{i:04d}" for i in range(max(1, partitions // PER_TOPIC))]
     async with anyio.create_task_group() as tg:
         clients: dict[int, ZooKeeperBackend] = {}
@@ -233,6 +319,15 @@ async def measure(connect: str, partitions: int, timeout: float, tmp: Path,
         await writer.close()
         print(f"{len(names) * PER_TOPIC} partition states written in {written_s:.1f} s",
               file=sys.stderr, flush=True)
+        # the broker's view: a process of its own, watching every state from here on
+        view = await anyio.to_thread.run_sync(start_watcher, connect,
+                                              len(names) * PER_TOPIC, timeout)
+        warm_s = 0.0
+        if warm_rounds:
+            warm_s = await warm_zookeeper(connect, names, warm_rounds,
+                                          [ZOOKEEPER_PID[0], view.pid], tmp, timeout)
+            print(f"ZooKeeper warmed up ({warm_rounds} round(s) over every state) in "
+                  f"{warm_s:.1f} s", file=sys.stderr, flush=True)
 
         backend = clients[1]
         controller = Controller(1, backend, BrokerConfig({"log.dirs": str(tmp),
@@ -249,7 +344,7 @@ async def measure(connect: str, partitions: int, timeout: float, tmp: Path,
 
         controller._reconcile = counted  # type: ignore[method-assign]
         if failover:
-            result = await failover_figures(controller, connect, names, listeners[3],
+            result = await failover_figures(controller, view, names, listeners[3],
                                             timeout, tg, backend, written_s)
             tg.cancel_scope.cancel()
         else:
@@ -268,10 +363,8 @@ async def measure(connect: str, partitions: int, timeout: float, tmp: Path,
 
             await backend.settle()
             t_loaded = await wait_until(settled, timeout, "the first pass over every topic")
-            # the broker's view: a process of its own, started once the controller is done
-            view = await anyio.to_thread.run_sync(start_watcher, connect,
-                                                  len(names) * PER_TOPIC, timeout)
             t_kill, cpu_kill, zk_kill = time.monotonic(), time.process_time(), zookeeper_cpu_s()
+            zk_threads, view_cpu_kill = zookeeper_threads_cpu_s(), process_cpu_s(view.pid)
             await clients[3].close()  # broker 3's session ends: its registration goes
 
             async def noticed() -> bool:
@@ -280,6 +373,7 @@ async def measure(connect: str, partitions: int, timeout: float, tmp: Path,
             t_noticed = await wait_until(noticed, timeout, "the controller noticed")
             t_done = await wait_until(settled, timeout, "the controller's reconcile")
             cpu_done, zk_done = time.process_time(), zookeeper_cpu_s()
+            zk_threads = cpu_by_thread(zk_threads, zookeeper_threads_cpu_s())
             t_moved = await wait_until(lambda: states_without(backend, names, 3), timeout,
                                        "every state without broker 3")
             t_seen, view_cpu = await watcher_done(view, timeout)
@@ -287,7 +381,8 @@ async def measure(connect: str, partitions: int, timeout: float, tmp: Path,
     if failover:
         for client in clients.values():
             await client.close()
-        return result
+        return {**result, "zookeeper_warm_up_rounds": warm_rounds,
+                "zookeeper_warm_up_s": round(warm_s, 2)}
     for broker in (1, 2):
         await clients[broker].close()
     return {"partitions": len(names) * PER_TOPIC, "states_written_s": round(written_s, 2),
@@ -297,12 +392,15 @@ async def measure(connect: str, partitions: int, timeout: float, tmp: Path,
             "controller_s": round(t_done - t_noticed, 2),
             "controller_cpu_s": round(cpu_done - cpu_kill, 2),
             "zookeeper_cpu_s": round(zk_done - zk_kill, 2),
+            "zookeeper_cpu_by_thread_s": zk_threads,
+            "zookeeper_warm_up_rounds": warm_rounds, "zookeeper_warm_up_s": round(warm_s, 2),
             "elections_s": round(t_moved - t_kill, 2),
             "broker_view_s": round(t_seen - t_kill, 2),
-            "broker_view_cpu_s": round(view_cpu, 2)}
+            "broker_view_cpu_s": round(view_cpu - view_cpu_kill, 2)}
 
 
-async def failover_figures(controller: Controller, connect: str, names: list[str],
+async def failover_figures(controller: Controller, view: subprocess.Popen[str],
+                           names: list[str],
                            listener: Listener, timeout: float, tg: Any,
                            backend: ZooKeeperBackend, written_s: float) -> dict[str, Any]:
     """The new controller after broker 3 (the old controller) was killed: its listener
@@ -329,9 +427,9 @@ async def failover_figures(controller: Controller, connect: str, names: list[str
         return outcomes
 
     backend.update_partition_states = counting  # type: ignore[method-assign]
-    view = await anyio.to_thread.run_sync(start_watcher, connect, len(keys), timeout)
     await listener.close()  # broker 3's process is gone; its session lives on
     t_start, cpu_start, zk_start = time.monotonic(), time.process_time(), zookeeper_cpu_s()
+    zk_threads, view_cpu_start = zookeeper_threads_cpu_s(), process_cpu_s(view.pid)
     tg.start_soon(controller.run)
 
     async def elected() -> bool:
@@ -341,6 +439,7 @@ async def failover_figures(controller: Controller, connect: str, names: list[str
     with anyio.fail_after(timeout):
         await all_written.wait()
     cpu_done, zk_done = time.process_time(), zookeeper_cpu_s()
+    zk_threads = cpu_by_thread(zk_threads, zookeeper_threads_cpu_s())
     t_moved = await wait_until(lambda: states_without(backend, names, 3), timeout,
                                "every state without broker 3")
     t_seen, view_cpu = await watcher_done(view, timeout)
@@ -349,9 +448,10 @@ async def failover_figures(controller: Controller, connect: str, names: list[str
             "elections_done_s": round(t_written[0] - t_start, 2),
             "controller_cpu_s": round(cpu_done - cpu_start, 2),
             "zookeeper_cpu_s": round(zk_done - zk_start, 2),
+            "zookeeper_cpu_by_thread_s": zk_threads,
             "read_back_s": round(t_moved - t_start, 2),
             "broker_view_s": round(t_seen - t_start, 2),
-            "broker_view_cpu_s": round(view_cpu, 2)}
+            "broker_view_cpu_s": round(view_cpu - view_cpu_start, 2)}
 
 
 def main() -> None:
@@ -366,6 +466,12 @@ def main() -> None:
                              "fsync), as the bench used before")
     parser.add_argument("--failover", action="store_true",
                         help="the kill -9 of the controller (broker 3) instead")
+    parser.add_argument("--warm-up", type=int, default=2, metavar="ROUNDS",
+                        help="before the measured phase, rewrite every state unchanged and "
+                             "read it this many times, with the watching process watching, "
+                             "so ZooKeeper's JIT has compiled what a running cluster's "
+                             "ZooKeeper has (default 2; 0: a ZooKeeper started seconds "
+                             "before, as the bench ran before fail30k)")
     parser.add_argument("--watcher", metavar="CONNECT", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.watcher:
@@ -383,13 +489,15 @@ def main() -> None:
         try:
             connect = zookeeper.connect_string(f"/load-{uuid.uuid4().hex[:8]}")
             result = asyncio.run(measure(connect, args.partitions, args.timeout, Path(tmp),
-                                         args.failover))
+                                         args.failover, args.warm_up))
         finally:
             zookeeper.stop()
     result.update(zookeeper=args.zookeeper, load_average_start=round(load_start, 1),
                   load_average_end=round(os.getloadavg()[0], 1))
-    print(f"ZooKeeper: {args.zookeeper}; load average {result['load_average_start']} at the "
-          f"start, {result['load_average_end']} at the end")
+    print(f"ZooKeeper: {args.zookeeper}, warmed up {args.warm_up} round(s); load average "
+          f"{result['load_average_start']} at the start, {result['load_average_end']} at the "
+          f"end; ZooKeeper's CPU seconds by thread in the measured phase: "
+          f"{result['zookeeper_cpu_by_thread_s']}")
     if args.failover:
         print(f"kill -9 of the controller (broker 3), {result['partitions']} partitions (RF 3, "
               f"3 brokers): the new controller elected {result['elected_s']} s after its "
