@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,13 @@ APPEND_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
 async def handle_produce(ctx: BrokerContext, request: Request) -> dict[str, Any] | None:
     body = request.body
     acks = body["acks"]
+    if ctx.replicas.taking_over:
+        # partitions this broker is taking the lead of: their batches wait for it, in
+        # this connection's order, rather than being refused (see until_taken_over)
+        timeout_s = max(0, body["timeout_ms"]) / 1000 - (time.monotonic() - request.received_ms)
+        await ctx.replicas.until_taken_over(
+            ((t["name"], p["index"]) for t in body["topic_data"] for p in t["partition_data"]),
+            timeout_s)
     responses = []
     # acks=all appends that wait for the ISR: (partition, offset to reach, its answer)
     waiting: list[tuple[ReplicaPartition, int, dict[str, Any]]] = []

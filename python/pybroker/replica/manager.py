@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from typing import NamedTuple
 
 import anyio
@@ -118,6 +118,11 @@ class ReplicaManager:
         #: leader.replication.throttled.rate over the throttled replicas' traffic
         self.leader_quota = ReplicationQuota(
             lambda: logs.config["leader.replication.throttled.rate"])
+        #: partitions this broker is taking the lead of (a state naming it leader is
+        #: being applied: fetching stopped, leader epoch being recorded): set once the
+        #: state is applied, led or not. Produce requests for them wait for it
+        #: (until_taken_over) rather than being refused
+        self._takeovers: dict[tuple[str, int], anyio.Event] = {}
 
     def get(self, topic: str, index: int) -> ReplicaPartition | None:
         return self.partitions.get((topic, index))
@@ -197,25 +202,89 @@ class ReplicaManager:
         here, whatever its topic, are recorded in one worker-thread call, their
         checkpoints written and fsynced side by side (_record_epochs), then each topic is
         applied in turn; `applied(record)` after each."""
-        leading = self._stop_fetching_takeovers([record for record, _ in changes])
-        if leading:
-            started = time.monotonic()
-            await anyio.to_thread.run_sync(_record_epochs, leading)
-            self.epochs_recording_s += time.monotonic() - started
-        failed: Exception | None = None
-        for record, versions in changes:
-            try:
-                await self._apply_one(record, versions)
-            except Exception as exc:  # noqa: BLE001 - the other topics are applied all the same
-                # (as when each topic was its own watch callback); raised once they are
-                log.error("applying the partition states of topic %s failed: %r", record.name,
-                          exc)
-                failed = failed or exc
-                continue
-            if applied is not None:
-                applied(record)
-        if failed is not None:
-            raise failed
+        taking = self._start_takeovers([record for record, _ in changes])
+        try:
+            leading = self._stop_fetching_takeovers([record for record, _ in changes])
+            if leading:
+                started = time.monotonic()
+                await anyio.to_thread.run_sync(_record_epochs, leading)
+                self.epochs_recording_s += time.monotonic() - started
+            failed: Exception | None = None
+            for record, versions in changes:
+                try:
+                    await self._apply_one(record, versions)
+                except Exception as exc:  # noqa: BLE001 - the other topics are applied all
+                    # the same (as when each topic was its own watch callback); raised once
+                    # they are
+                    log.error("applying the partition states of topic %s failed: %r",
+                              record.name, exc)
+                    failed = failed or exc
+                    continue
+                finally:
+                    self._end_takeovers(taking, record.name)
+                if applied is not None:
+                    applied(record)
+            if failed is not None:
+                raise failed
+        finally:
+            self._end_takeovers(taking)
+
+    def _start_takeovers(self, records: list[TopicRecord]
+                         ) -> dict[tuple[str, int], anyio.Event]:
+        """Note the partitions these records give this broker to lead that it does not
+        lead now (until_taken_over waits for them)."""
+        me = self.broker_id
+        started: dict[tuple[str, int], anyio.Event] = {}
+        for record in records:
+            for index, state in enumerate(record.partitions):
+                if state.leader != me or me not in state.replicas:
+                    continue
+                partition = self.partitions.get((record.name, index))
+                if partition is not None and (partition.is_leader
+                                              or state.leader_epoch < partition.leader_epoch):
+                    continue
+                started[(record.name, index)] = self._takeovers[(record.name, index)] = \
+                    anyio.Event()
+        return started
+
+    def _end_takeovers(self, started: dict[tuple[str, int], anyio.Event],
+                       topic: str | None = None) -> None:
+        """The takeovers `started` (of `topic`, or all) are applied: their waiters go on
+        (a later apply's takeover of the same partition stays)."""
+        for key in [k for k in started if topic is None or k[0] == topic]:
+            event = started.pop(key)
+            event.set()
+            if self._takeovers.get(key) is event:
+                del self._takeovers[key]
+
+    @property
+    def taking_over(self) -> bool:
+        """Whether this broker is taking the lead of a partition now."""
+        return bool(self._takeovers)
+
+    async def until_taken_over(self, keys: Iterable[tuple[str, int]], timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) until this broker has applied the states that make it
+        leader of these partitions, for those it is taking the lead of now.
+
+        Why produce requests wait here: the other brokers' metadata names this broker as
+        the leader as soon as the store has the state, while this broker still records
+        its leader epoch (a checkpoint write and fsync) before it serves. Refused
+        meanwhile, a producer's pipelined retries got NOT_LEADER_OR_FOLLOWER for their
+        first batches and then, once it led, OUT_OF_ORDER_SEQUENCE_NUMBER for a later one
+        whose predecessor this broker lacks; librdkafka answers that by bumping its epoch
+        and renumbering the batches refused, so one this broker already held by
+        replication is written twice (librdkafka issue 4953). Waiting, they are taken in
+        their order: a batch held by replication is answered with its offsets, the next
+        appended. Requests that arrive before this broker has the state are still
+        refused (as Kafka's are before its LeaderAndIsr)."""
+        if not self._takeovers:
+            return
+        events = [e for key in keys if (e := self._takeovers.get(key)) is not None]
+        if not events:
+            return
+        with anyio.move_on_after(timeout_s):
+            for event in events:
+                await event.wait()
 
     async def _apply_one(self, record: TopicRecord, versions: list[int] | None) -> None:
         opened = await self._prepare(record)
