@@ -409,6 +409,8 @@ def latency(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> dict[st
             raise RuntimeError("no acknowledgement during the warm-up")
     producer.flush(WAIT_S)
     first_ack_s = warm[0] - warm_start
+    leader_pid = leader_process(cluster, topic)
+    loop_before = loop_thread_sched(leader_pid)
     start = time.monotonic()
     sent = 0
     while sent < total:
@@ -426,6 +428,8 @@ def latency(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> dict[st
             # and held the GIL its consumer thread needs to see a record (issue 26)
             time.sleep(pause)
     producer.flush(WAIT_S)
+    loop_wall = time.monotonic() - start
+    loop_after = loop_thread_sched(leader_pid)
     thread.join(args.seconds + WAIT_S)
 
     def summary(values: list[float]) -> dict[str, float]:
@@ -439,11 +443,44 @@ def latency(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> dict[st
               "max_in_flight": args.max_in_flight,
               "first_ack_of_new_topic_s": round(first_ack_s, 2),
               "end_to_end": summary(e2e), "produce_ack": summary(acked)}
+    if loop_before is not None and loop_after is not None:
+        # the leader's event loop thread over the load: on CPU, waiting for a CPU while
+        # runnable (the other brokers and the clients on the same cores), and how often
+        # it was preempted (issue 26)
+        result["leader_loop"] = {
+            "on_cpu": round((loop_after[0] - loop_before[0]) / 1e9 / loop_wall, 3),
+            "runqueue_wait": round((loop_after[1] - loop_before[1]) / 1e9 / loop_wall, 3),
+            "preempted_per_s": round((loop_after[2] - loop_before[2]) / loop_wall)}
     print(f"latency at {args.rate}/s (RF=3, acks=all, max.in.flight {args.max_in_flight}): "
           f"end-to-end {result['end_to_end']}; "
           f"acknowledgement {result['produce_ack']}; first acknowledgement on the new topic "
-          f"after {result['first_ack_of_new_topic_s']}s", flush=True)
+          f"after {result['first_ack_of_new_topic_s']}s; the leader's loop thread "
+          f"{result.get('leader_loop', 'not measured')}", flush=True)
     return result
+
+
+def leader_process(cluster: Cluster | PeerCluster, topic: str) -> int | None:
+    """The pid of the partition's leader, for a cluster this bench started (None else)."""
+    if not isinstance(cluster, Cluster):
+        return None
+    proc = cluster.brokers[cluster.leader(topic, 0)].proc
+    return proc.pid if proc is not None else None
+
+
+def loop_thread_sched(pid: int | None) -> tuple[int, int, int] | None:
+    """A broker's main (event loop) thread: ns on CPU, ns runnable but waiting for a CPU
+    (/proc/PID/task/PID/schedstat), and its involuntary context switches so far."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+            on_cpu, waited, _ = (int(x) for x in f.read().split())
+        with open(f"/proc/{pid}/task/{pid}/status") as f:
+            preempted = next(int(line.split()[1]) for line in f
+                             if line.startswith("nonvoluntary_ctxt_switches"))
+    except (OSError, ValueError, StopIteration):
+        return None
+    return on_cpu, waited, preempted
 
 
 # --- failover ---------------------------------------------------------------------------
