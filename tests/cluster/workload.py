@@ -206,6 +206,11 @@ def assert_nothing_lost(read: Callable[[int], list[tuple[int, bytes]]], partitio
             assert not check.out_of_order, (
                 f"{producer.tag}: partition {partition} out of order: {check.out_of_order}")
             if producer.idempotent:
+                # to attribute one: `pybroker dump-log-segments --print-data-log` on the
+                # leader's segment shows each copy's batch. The same producerEpoch and
+                # sequence twice is the broker's fault; a copy under a higher epoch is
+                # librdkafka renumbering batches it took for unwritten after an epoch bump
+                # (OUT_OF_ORDER_SEQUENCE_NUMBER of a later batch: librdkafka issue 4953)
                 assert check.duplicates == 0, (
                     f"{producer.tag}: {check.duplicates} duplicates in partition {partition} "
                     f"(seq, offsets): {check.duplicated}")
