@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import sys
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -223,5 +224,87 @@ def test_a_request_past_its_timeout_is_unreachable_and_the_next_one_starts_afres
         with anyio.fail_after(10):
             frame = await connection.request_frame(API_VERSIONS, 0, {})
         assert bytes(frame[4:]) == b"second"
+
+    run_against(serve, client)
+
+
+def serve_every_request(payload: bytes) -> Serve:
+    async def serve(stream: anyio.abc.SocketStream) -> None:
+        buffered = bytearray()
+        while True:
+            cid = await read_request(stream, buffered)
+            await stream.send(response(cid, payload))
+    return serve
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="3.10 keeps anyio.fail_after")
+def test_requests_share_one_loop_timer() -> None:
+    """A fetcher's request per round trip arms no loop timer of its own (issue 26): the
+    connection's one timer serves them all."""
+    async def client(connection: BrokerConnection) -> None:
+        loop = asyncio.get_running_loop()
+        armed = 0
+        call_at = loop.call_at
+
+        def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+            nonlocal armed
+            armed += 1
+            return call_at(*args, **kwargs)
+
+        loop.call_at = counting  # type: ignore[method-assign]
+        try:
+            for _ in range(200):
+                frame = await connection.request_frame(API_VERSIONS, 0, {})
+                assert bytes(frame[4:]) == b"ok"
+        finally:
+            del loop.call_at  # type: ignore[method-assign]
+        assert armed <= 2, armed
+
+    run_against(serve_every_request(b"ok"), client)
+
+
+def test_a_shorter_limit_after_a_longer_one_still_ends_the_request() -> None:
+    """The timer armed for a long request is brought forward for a later, shorter one."""
+    requests = 0
+
+    async def serve(stream: anyio.abc.SocketStream) -> None:
+        nonlocal requests
+        buffered = bytearray()
+        while True:
+            cid = await read_request(stream, buffered)
+            requests += 1
+            if requests == 2:
+                await anyio.sleep(30)  # never answers the second
+                return
+            await stream.send(response(cid, b"ok"))
+
+    async def client(connection: BrokerConnection) -> None:
+        await connection.request_frame(API_VERSIONS, 0, {}, timeout_s=20)
+        started = anyio.current_time()
+        with pytest.raises(BrokerUnreachable, match="TimeoutError"):
+            await connection.request_frame(API_VERSIONS, 0, {}, timeout_s=0.3)
+        assert anyio.current_time() - started < 10
+
+    run_against(serve, client)
+
+
+def test_a_cancellation_from_outside_stays_a_cancellation() -> None:
+    """Cancelled by its caller (not by its limit), a request is cancelled, not timed out,
+    and the limit of the next request still holds."""
+    async def serve(stream: anyio.abc.SocketStream) -> None:
+        buffered = bytearray()
+        await read_request(stream, buffered)
+        await anyio.sleep(30)  # never answers
+
+    async def client(connection: BrokerConnection) -> None:
+        with anyio.move_on_after(0.2) as scope:
+            await connection.request_frame(API_VERSIONS, 0, {}, timeout_s=20)
+        assert scope.cancelled_caught
+        assert connection._stream is None
+        # the old timer (20 s) must not let the next request run past its own 0.3 s
+        started = anyio.current_time()
+        with pytest.raises(BrokerUnreachable, match="TimeoutError"):
+            await connection.request_frame(API_VERSIONS, 0, {}, timeout_s=0.3)
+        assert anyio.current_time() - started < 10
 
     run_against(serve, client)

@@ -19,13 +19,13 @@ import contextlib
 import struct
 import sys
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
 
 from pybroker import protocol
 from pybroker.client import transport
+from pybroker.client.deadline import RequestDeadline
 from pybroker.security.inter_broker import InterBrokerSecurity
 from pybroker.security.scram import SaslFailed
 
@@ -37,13 +37,7 @@ FRAME_BUFFER_BYTES_INITIAL = 1 << 20
 INT32 = struct.Struct(">i")
 
 
-if sys.version_info >= (3, 11):
-    def deadline(seconds: float) -> AbstractAsyncContextManager[object]:
-        """TimeoutError after `seconds`. asyncio's own timeout (one loop timer) costs a
-        fraction of anyio.fail_after's cancel scope, which was a tenth of a follower's
-        Python: a fetcher makes a request per fetch (issue 26)."""
-        return asyncio.timeout(seconds)
-else:
+if sys.version_info < (3, 11):
     @contextlib.asynccontextmanager
     async def deadline(seconds: float) -> AsyncIterator[None]:
         with anyio.fail_after(seconds):
@@ -68,6 +62,8 @@ class BrokerConnection:
         self._size = bytearray(4)
         #: the receive buffer frames are read into (allocated on the first frame)
         self._frame = bytearray()
+        #: the requests' time limit: one loop timer for the connection (client/deadline.py)
+        self._deadline = RequestDeadline()
 
     async def request(self, api_key: int, api_version: int, body: dict[str, Any],
                       timeout_s: float | None = None) -> dict[str, Any]:
@@ -83,11 +79,28 @@ class BrokerConnection:
 
     async def _call(self, exchange: Any, api_key: int, api_version: int,
                     body: dict[str, Any], timeout_s: float | None) -> Any:
+        seconds = timeout_s if timeout_s is not None else self.timeout_s
         try:
-            async with deadline(timeout_s if timeout_s is not None else self.timeout_s):
+            if sys.version_info < (3, 11):
+                async with deadline(seconds):
+                    if self._stream is None:
+                        await self._connect()
+                    return await exchange(api_key, api_version, body)
+            limit = self._deadline
+            limit.start(seconds)
+            try:
                 if self._stream is None:
                     await self._connect()
-                return await exchange(api_key, api_version, body)
+                result = await exchange(api_key, api_version, body)
+            except asyncio.CancelledError:
+                if limit.stop(cancelled=True):
+                    raise TimeoutError from None
+                raise
+            except BaseException:
+                limit.stop(cancelled=False)
+                raise
+            limit.stop(cancelled=False)
+            return result
         except BrokerUnreachable:
             await self.close()
             raise
