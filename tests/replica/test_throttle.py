@@ -25,3 +25,23 @@ def test_rate_is_bounded_over_the_window() -> None:
     assert quota.rate() < 1000 and not quota.exceeded()
     now[0] += WINDOWS + 1
     assert quota.rate() == 0.0
+
+
+def test_nothing_throttled_looks_up_no_limit() -> None:
+    """A fetch round asks whether the quota is exceeded; with nothing throttled in the
+    windows the dynamic config is not read (issue 26), and once bytes are, it is."""
+    looked_up = 0
+
+    def limit() -> int:
+        nonlocal looked_up
+        looked_up += 1
+        return 1000
+
+    now = [100.0]
+    quota = ReplicationQuota(limit, clock=lambda: now[0])
+    assert not any(quota.exceeded() for _ in range(100))
+    assert looked_up == 0
+    quota.record(5000)
+    assert quota.exceeded() and looked_up == 1
+    now[0] += WINDOWS + 1  # the bytes age out of every window
+    assert not quota.exceeded() and looked_up == 1

@@ -63,6 +63,10 @@ LEADER_CATCHING_UP_S = 0.05
 LEADER_CATCHING_UP_FOR_S = 5.0
 LEADER_CATCHING_UP = frozenset({ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER})
 
+#: the codes a fetch answer is compared with per partition, as plain ints
+NO_ERROR = int(ErrorCode.NONE)
+OUT_OF_RANGE = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+
 #: errors that mean "this leader is not (yet) the one to ask": wait for metadata
 RETRIABLE = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH,
@@ -298,7 +302,11 @@ class ReplicaFetcher:
             if state is None or state is not ready.get(key):
                 continue  # removed or replaced while the fetch was out
             try:
-                applied = await self._apply(connection, state, answer)
+                if answer.error_code == OUT_OF_RANGE:
+                    await self._reset_out_of_range(connection, state)
+                    applied = True
+                else:
+                    applied = self._apply(state, answer)
             except _core.StorageError as exc:
                 self._mark_failed(key, exc)
                 continue
@@ -330,19 +338,19 @@ class ReplicaFetcher:
         return self.broker_id not in p.isr and throttled(
             p.config["follower.replication.throttled.replicas"], p.index, self.broker_id)
 
-    async def _apply(self, connection: BrokerConnection, state: FetchState,
-                     answer: _core.FetchedPartition) -> bool:
+    def _apply(self, state: FetchState, answer: _core.FetchedPartition) -> bool:
         """What follows one partition's answer, its records already appended (or
-        refused) by apply_fetch_response."""
+        refused) by apply_fetch_response; not for OFFSET_OUT_OF_RANGE, which asks the
+        leader (_reset_out_of_range). A plain call: a coroutine per partition per round
+        trip for what never waits was a cost of its own (issue 26)."""
         p = state.partition
-        code = ErrorCode(answer.error_code)
-        if code == ErrorCode.NONE:
-            if isinstance(answer.error, _core.UnexpectedAppendOffsetError):
-                log.warning("%s-%d: %s; truncating by leader epoch again", p.topic, p.index,
-                            answer.error)
-                state.truncated = False
-                return True
+        if answer.error_code == NO_ERROR:
             if answer.error is not None:
+                if isinstance(answer.error, _core.UnexpectedAppendOffsetError):
+                    log.warning("%s-%d: %s; truncating by leader epoch again", p.topic,
+                                p.index, answer.error)
+                    state.truncated = False
+                    return True
                 raise answer.error  # as the append itself would have raised it
             if answer.appended:
                 p.appended_as_follower(answer.high_watermark)
@@ -352,9 +360,7 @@ class ReplicaFetcher:
             p.follow_log_start_offset(answer.log_start_offset)
             state.fetched = True
             return True
-        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            await self._reset_out_of_range(connection, state)
-            return True
+        code = ErrorCode(answer.error_code)
         if code != ErrorCode.FENCED_LEADER_EPOCH:
             # Kafka delays every partition with an error but a fenced one, which waits for
             # its new leader epoch (asked again at once here, as before)

@@ -64,7 +64,11 @@ class ReplicationQuota:
         return sum(s[1] for s in self._samples) / elapsed
 
     def exceeded(self) -> bool:
-        return self.rate() > self.limit
+        # nothing throttled in the windows kept (every fetch round of a broker that moves
+        # no partitions): a rate of 0 exceeds no limit (at least 0), so the dynamic
+        # config's layers are not looked up
+        rate = self.rate()
+        return rate > 0.0 and rate > self.limit
 
     def _expire(self, now: float) -> None:
         while self._samples and self._samples[0][0] <= now - WINDOWS * WINDOW_S:
