@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""How long a segment append waits in the kernel once GBs of dirty pages are being
+written back (issue 26, the tail after a bulk load), without a broker.
+
+Writes `--bulk-mb` MB to a file (the bulk load: the page cache fills with dirty pages
+up to the kernel's background threshold, and its flusher starts writing them back),
+then appends 20 KiB every millisecond (20,000 records/s of 1 KiB) to another file for
+`--seconds` and times each write(). With `--reserve` the appended file's blocks are
+reserved first (fallocate FALLOC_FL_KEEP_SIZE, as the log does for its active
+segment since this issue). On ext4, an append past the allocated blocks reserves them
+under the inode's i_data_sem, which writeback holds while it allocates that file's
+blocks; run under `perf record -e sched:sched_switch -g` to see where a slow write
+waited. Files go to `--dir` (default: a temp dir in the current directory), removed
+at the end.
+
+Example (the two cases one after the other):
+    python bench/append_stall.py --bulk-mb 3500 --seconds 12
+    python bench/append_stall.py --bulk-mb 3500 --seconds 12 --reserve
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import tempfile
+import time
+
+CHUNK = 20480
+FALLOC_FL_KEEP_SIZE = 1
+
+
+def vmstat_mb() -> dict[str, int]:
+    found = {}
+    with open("/proc/vmstat") as f:
+        for line in f:
+            key, value = line.split()
+            if key in ("nr_dirty", "nr_writeback"):
+                found[key] = int(value) * 4096 >> 20
+    return found
+
+
+def reserve(fd: int, size: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+    if libc.fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, size) != 0:
+        raise OSError(ctypes.get_errno(), "fallocate")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bulk-mb", type=int, default=3500)
+    ap.add_argument("--seconds", type=float, default=12.0)
+    ap.add_argument("--reserve", action="store_true",
+                    help="reserve the appended file's blocks first")
+    ap.add_argument("--dir", default=".")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="append-stall-", dir=args.dir) as tmp:
+        if args.bulk_mb:
+            fd = os.open(os.path.join(tmp, "bulk"), os.O_CREAT | os.O_WRONLY, 0o644)
+            block = b"x" * (1 << 20)
+            started = time.monotonic()
+            for _ in range(args.bulk_mb):
+                os.write(fd, block)
+            os.close(fd)
+            print(f"bulk: {args.bulk_mb} MB written in {time.monotonic() - started:.1f} s; "
+                  f"{vmstat_mb()}")
+        fd = os.open(os.path.join(tmp, "segment"), os.O_CREAT | os.O_WRONLY | os.O_APPEND,
+                     0o644)
+        if args.reserve:
+            reserve(fd, int(args.seconds * 1000 * CHUNK) + (16 << 20))
+        chunk = b"y" * CHUNK
+        took: list[float] = []
+        peak: dict[str, int] = {}
+        start = time.monotonic()
+        while time.monotonic() - start < args.seconds:
+            before = time.perf_counter()
+            os.write(fd, chunk)
+            took.append((time.perf_counter() - before) * 1000)
+            if len(took) % 500 == 0:
+                for key, value in vmstat_mb().items():
+                    peak[key] = max(peak.get(key, 0), value)
+            pause = start + len(took) / 1000 - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+        os.close(fd)
+    took.sort()
+
+    def q(p: float) -> float:
+        return took[min(len(took) - 1, int(p / 100 * len(took)))]
+
+    print(f"appends{' (reserved)' if args.reserve else ''}: {len(took)}, p50 {q(50):.3f} "
+          f"p99 {q(99):.3f} p99.9 {q(99.9):.3f} max {took[-1]:.1f} ms; over 1 ms "
+          f"{sum(t > 1 for t in took)}, over 5 ms {sum(t > 5 for t in took)}; dirty/writeback "
+          f"MB max {peak}; load {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
