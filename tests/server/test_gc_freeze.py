@@ -17,6 +17,7 @@ import pytest
 
 from pybroker.config import BrokerConfig
 from pybroker.coordination.base import PartitionState, TopicRecord
+from pybroker.fetch.sessions import CachedPartition, FetchSessionCache
 from pybroker.log.manager import LogManager
 from pybroker.metadata.cache import MetadataCache
 from pybroker.purgatory import Purgatory
@@ -189,3 +190,24 @@ def test_a_removed_topics_leader_and_follower_state_is_freed(tmp_path: Path) -> 
     alive = [r() for r in refs if r() is not None]
     assert not alive, [type(x).__name__ for x in alive]
     logs.shutdown()
+
+
+@pytest.mark.usefixtures("no_collector_afterwards")
+def test_an_evicted_fetch_session_is_freed_once_frozen() -> None:
+    """A follower's fetch session lives as long as the follower fetches (frozen with
+    the rest); once it goes (evicted, or replaced) its partitions go too."""
+    cache = FetchSessionCache(4)
+    session_id = cache.maybe_create(True, False, {
+        ("t", i): CachedPartition("t", uuid.UUID(int=0), i, 0, 100, -1, -1, -1)
+        for i in range(50)})
+    session = cache.get(session_id)
+    assert session is not None
+    # its partitions (slots, no weak references) refer to nothing back: the session is
+    # what a cycle would keep
+    refs = [weakref.ref(session)]
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    del session
+    cache.remove(session_id)
+    assert refs[0]() is None
