@@ -121,9 +121,9 @@ async def read_all_sliced(
     request up for hundreds of ms on a loaded machine (issue 25). Each partition is
     read once, in the request's order; the bytes limit runs over the whole fetch."""
     source = body["topics"] if requested is None else requested
-    if len(source) == 1 and len(source[0]["partitions"]) <= READ_SLICE_PARTITIONS:
-        # one topic, one slice (a consumer or follower of a partition or a few): what
-        # the loop below would do, without the slicing (issue 26)
+    if sum(len(topic["partitions"]) for topic in source) <= READ_SLICE_PARTITIONS:
+        # one slice (a consumer, or a follower of a few partitions from this leader):
+        # what the loop below would do, without the slicing (issue 26)
         return read_all(ctx, body, follower, any_replica, client_rack, source)
     topics: list[dict[str, Any]] = []
     total = 0
