@@ -110,14 +110,29 @@ class ReplicaFetcher:
         self._connection: BrokerConnection | None = None
         self.session = FetchSessionHandler()
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
+        #: the keys of the states not truncated yet (every state with truncated False is
+        #: here): a fetch round with none skips the pass over every state (issue 26)
+        self._untruncated: set[tuple[str, int]] = set()
+        # replica.fetch.* are read-only in Kafka (not in DYNAMIC_BROKER_KEYS): read once,
+        # not per round trip
+        self._partition_max_bytes = config["replica.fetch.max.bytes"]
+        wait_ms = config["replica.fetch.wait.max.ms"]
+        self._wait_s = wait_ms / 1000
+        self._request_fields = {
+            "replica_id": broker_id, "max_wait_ms": wait_ms,
+            "min_bytes": config["replica.fetch.min.bytes"],
+            "max_bytes": config["replica.fetch.response.max.bytes"],
+            "isolation_level": 0, "rack_id": ""}
 
     def add(self, partition: ReplicaPartition) -> None:
-        self.states[(partition.topic, partition.index)] = FetchState(
-            partition, partition.leader_epoch)
+        key = (partition.topic, partition.index)
+        self.states[key] = FetchState(partition, partition.leader_epoch)
+        self._untruncated.add(key)
         self._changed.set()
 
     def remove(self, key: tuple[str, int]) -> None:
         self.states.pop(key, None)
+        self._untruncated.discard(key)
 
     async def run(self) -> None:
         while True:
@@ -176,6 +191,8 @@ class ReplicaFetcher:
 
     # --- truncation by leader epoch ---------------------------------------------------
     async def _truncate_new(self, connection: BrokerConnection) -> None:
+        if not self._untruncated:
+            return  # every state truncated: the round trip's usual case
         now = time.monotonic()
         pending = [s for s in self.states.values() if not s.truncated and self._ready(s, now)]
         if not pending:
@@ -241,6 +258,9 @@ class ReplicaFetcher:
 
     def _truncated(self, state: FetchState) -> None:
         state.truncated = True
+        key = (state.partition.topic, state.partition.index)
+        if self.states.get(key) is state:  # not a replaced one's key: the new one is not
+            self._untruncated.discard(key)
         state.fetch_offset = state.partition.log_end_offset
 
     # --- fetching ----------------------------------------------------------------------
@@ -255,7 +275,7 @@ class ReplicaFetcher:
         pace = LoopSlice()
         now = time.monotonic()
         throttling = self.quota is not None and self.quota.exceeded()
-        max_bytes = self.config["replica.fetch.max.bytes"]  # once, not per partition
+        max_bytes = self._partition_max_bytes
         ready: dict[tuple[str, int], FetchState] = {}
         wanted: dict[tuple[str, int], dict[str, int]] = {}
         for key, state in list(self.states.items()):
@@ -271,13 +291,9 @@ class ReplicaFetcher:
                 "partition_max_bytes": max_bytes}
         if not ready:
             return False
-        wait_ms = self.config["replica.fetch.wait.max.ms"]
-        frame = await connection.request_frame(FETCH, FETCH_VERSION, {
-            "replica_id": self.broker_id, "max_wait_ms": wait_ms,
-            "min_bytes": self.config["replica.fetch.min.bytes"],
-            "max_bytes": self.config["replica.fetch.response.max.bytes"],
-            "isolation_level": 0, "rack_id": ""} | self.session.build(wanted),
-            timeout_s=wait_ms / 1000 + connection.timeout_s)
+        frame = await connection.request_frame(
+            FETCH, FETCH_VERSION, self._request_fields | self.session.build(wanted),
+            timeout_s=self._wait_s + connection.timeout_s)
         # only partitions still followed as asked: a state removed or replaced while
         # the fetch was out gets nothing appended
         logs = {key: state.partition.log.log for key, state in ready.items()
@@ -327,7 +343,7 @@ class ReplicaFetcher:
         leader's rule, until its next leader change. A failed fsync has taken its log
         dir offline too (the controller then moves it away)."""
         # no longer wanted: the next fetch forgets it in the leader's session
-        self.states.pop(key, None)
+        self.remove(key)
         log.error("%s-%d: appending what broker %d sent failed (%s); no longer fetched "
                   "until its next leader change. Check the disk of its log dir (dmesg), "
                   "then restart this broker", key[0], key[1], self.leader_id, exc)
@@ -350,6 +366,7 @@ class ReplicaFetcher:
                     log.warning("%s-%d: %s; truncating by leader epoch again", p.topic,
                                 p.index, answer.error)
                     state.truncated = False
+                    self._untruncated.add((p.topic, p.index))
                     return True
                 raise answer.error  # as the append itself would have raised it
             if answer.appended:
