@@ -31,6 +31,7 @@ use std::io::IoSlice;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::batch::{self, BatchHeader, HEADER_SIZE};
@@ -81,12 +82,50 @@ pub struct Segment {
     /// End of the blocks reserved past the data for the appends to come (see
     /// `preallocate_ahead`); 0: none reserved by this handle of the segment.
     preallocated: u64,
+    /// Whether this segment holds one chunk of `RESERVATIONS` (given back at
+    /// release, truncation or drop).
+    holds_reservation: bool,
 }
 
 /// The active segment's blocks are reserved this far ahead of its appends.
 const PREALLOCATE_CHUNK: u64 = 16 << 20;
 /// ... once it holds this much: a partition written only now and then reserves nothing.
 const PREALLOCATE_AFTER: u64 = 1 << 20;
+/// Disk reserved ahead by every segment of the process together: 32 chunks. A broker
+/// with thousands of busy partitions would otherwise hold 16 MiB of free space for
+/// each (10,000 partitions: 160 GB that `df` shows as used and a full disk would miss);
+/// the stalls this avoids come from a few partitions taking a bulk load at once.
+const RESERVE_BUDGET: u64 = 32 * PREALLOCATE_CHUNK;
+
+/// Chunks of reservation handed out to segments, against a budget.
+pub(crate) struct Reservations {
+    taken: AtomicU64,
+    budget: u64,
+}
+
+impl Reservations {
+    pub(crate) const fn new(budget: u64) -> Reservations {
+        Reservations {
+            taken: AtomicU64::new(0),
+            budget,
+        }
+    }
+
+    /// Takes one chunk; false when the budget is spent.
+    pub(crate) fn take(&self) -> bool {
+        self.taken
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| {
+                (taken + PREALLOCATE_CHUNK <= self.budget).then_some(taken + PREALLOCATE_CHUNK)
+            })
+            .is_ok()
+    }
+
+    pub(crate) fn give_back(&self) {
+        self.taken.fetch_sub(PREALLOCATE_CHUNK, Ordering::AcqRel);
+    }
+}
+
+static RESERVATIONS: Reservations = Reservations::new(RESERVE_BUDGET);
 
 impl Segment {
     /// Opens (creating missing files) the segment at `base_offset` in `dir`.
@@ -125,6 +164,7 @@ impl Segment {
             created_ms: now_ms,
             index_interval_bytes,
             preallocated: 0,
+            holds_reservation: false,
         })
     }
 
@@ -222,6 +262,13 @@ impl Segment {
     /// effort: a file system without fallocate, or a full disk, gets plain
     /// appends (which then fail or not as they would have).
     fn preallocate_ahead(&mut self, log: &File, end: u64) {
+        if !self.holds_reservation {
+            if !RESERVATIONS.take() {
+                // plain appends until another segment gives its chunk back
+                return;
+            }
+            self.holds_reservation = true;
+        }
         let from = self.preallocated.max(self.size);
         let until = end.max(from) + PREALLOCATE_CHUNK;
         #[cfg(target_os = "linux")]
@@ -250,7 +297,15 @@ impl Segment {
             self.log.handle_for_write()?.set_len(self.size)?;
         }
         self.preallocated = 0;
+        self.give_back_reservation();
         Ok(())
+    }
+
+    fn give_back_reservation(&mut self) {
+        if self.holds_reservation {
+            RESERVATIONS.give_back();
+            self.holds_reservation = false;
+        }
     }
 
     /// Reads the header of the batch at `position` (framing checked, no CRC).
@@ -319,13 +374,31 @@ impl Segment {
         self.size = size;
         // the cut freed whatever was reserved past it
         self.preallocated = 0;
+        self.give_back_reservation();
         Ok(())
     }
 
-    /// Makes this the active segment: indexes preallocated.
+    /// Makes this the active segment: indexes preallocated, and blocks a process
+    /// killed before its roll or close had reserved past the data given back.
     pub fn activate(&mut self, segment_index_bytes: u64) -> Result<()> {
+        self.drop_stale_reservation()?;
         self.offset_index.preallocate(segment_index_bytes)?;
         self.time_index.preallocate(segment_index_bytes)
+    }
+
+    /// A reservation this handle did not make (the previous process's, killed
+    /// before it gave it back) lies past the data: cut it off. Files are allocated
+    /// in blocks and large ones carry extent blocks, hence the slack.
+    fn drop_stale_reservation(&mut self) -> Result<()> {
+        if self.preallocated != 0 || self.size == 0 {
+            return Ok(());
+        }
+        let metadata = self.log.handle()?.metadata()?;
+        let allocated = std::os::unix::fs::MetadataExt::blocks(&metadata) * 512;
+        if allocated > self.size + PREALLOCATE_AFTER {
+            self.log.handle_for_write()?.set_len(self.size)?;
+        }
+        Ok(())
     }
 
     /// Kafka's onBecomeInactiveSegment / close: final time index entry, then
@@ -422,6 +495,14 @@ fn write_all_vectored_at(
         IoSlice::advance_slices(&mut bufs, n as usize);
     }
     Ok(())
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        // the blocks go with the file or stay reserved until the next activation;
+        // the budget is the process's and must not leak with the handle
+        self.give_back_reservation();
+    }
 }
 
 #[cfg(test)]
@@ -548,5 +629,50 @@ mod tests {
             allocated(&s),
             s.size()
         );
+    }
+
+    #[test]
+    fn reservations_stop_at_the_budget_and_come_back() {
+        let r = Reservations::new(3 * PREALLOCATE_CHUNK);
+        assert!(r.take() && r.take() && r.take());
+        assert!(!r.take(), "a fourth chunk past a budget of three");
+        r.give_back();
+        assert!(r.take());
+        assert!(!r.take());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_reservation_left_by_a_killed_process_is_cut_at_the_next_activation() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = FileCache::global();
+        let mut s = Segment::open(dir.path(), 0, 4096, 0, files).unwrap();
+        s.activate(1 << 20).unwrap();
+        let mut b = BatchBuilder::new(0, 1000);
+        for _ in 0..64 {
+            b.push(Record::new(1000, None, Some(&[7u8; 1024])));
+        }
+        let raw = b.build();
+        let mut offset = 0;
+        while s.size() < PREALLOCATE_AFTER + (1 << 20) {
+            s.append(&[prepared(&raw, offset)]).unwrap();
+            offset += 64;
+        }
+        let size = s.size();
+        // (the budget's 32 chunks are far more than the tests running at once hold)
+        assert!(allocated(&s) > size + PREALLOCATE_CHUNK / 2);
+        // no deactivate: what a kill -9 leaves
+        drop(s);
+        let mut s = Segment::open(dir.path(), 0, 4096, 0, files).unwrap();
+        assert_eq!(s.size(), size);
+        assert!(allocated(&s) > size + PREALLOCATE_CHUNK / 2);
+        s.activate(1 << 20).unwrap();
+        assert!(
+            allocated(&s) < size + (1 << 20),
+            "{} for {}",
+            allocated(&s),
+            size
+        );
+        assert_eq!(std::fs::metadata(s.log_path()).unwrap().len(), size);
     }
 }
