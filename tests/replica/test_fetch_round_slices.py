@@ -82,3 +82,33 @@ def test_a_fetch_round_gives_other_tasks_turns(tmp_path: Path) -> None:
                for p in topic["partitions"])
     assert len(seen) == PARTITIONS
     assert seen[-1] > seen[0], (seen[0], seen[-1])  # turns given during the pass
+
+
+def test_a_partition_whose_position_did_not_move_reuses_its_fields(tmp_path: Path) -> None:
+    """A round trip builds a partition's fetch fields only when its position moved (issue
+    26); the fetch session then leaves the unchanged ones out as before."""
+    fetcher = ReplicaFetcher(1, 0, MetadataCache("cluster"),
+                             BrokerConfig({"log.dirs": str(tmp_path)}))
+    for i in range(3):
+        partition = SimpleNamespace(topic="t", index=i, log=SimpleNamespace(offline=False),
+                                    log_start_offset=0)
+        fetcher.states[("t", i)] = FetchState(partition, 3, fetch_offset=7,  # type: ignore[arg-type]
+                                              truncated=True)
+    connection = _Connection()
+
+    async def round_trip() -> dict[tuple[str, int], dict[str, int]]:
+        with pytest.raises(_Asked):
+            await fetcher._fetch_once(connection)  # type: ignore[arg-type]
+        return dict(fetcher.session._pending)
+
+    async def main() -> None:
+        first = await round_trip()
+        fetcher.states[("t", 1)].fetch_offset = 9  # appended
+        fetcher.states[("t", 2)].partition.log_start_offset = 4  # the leader's start moved
+        second = await round_trip()
+        assert second[("t", 0)] is first[("t", 0)]
+        assert second[("t", 1)] == first[("t", 1)] | {"fetch_offset": 9}
+        assert second[("t", 2)] == first[("t", 2)] | {"log_start_offset": 4}
+        assert first[("t", 1)]["fetch_offset"] == 7  # what was sent is left as it was
+
+    anyio.run(main)

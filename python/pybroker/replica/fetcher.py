@@ -89,6 +89,9 @@ class FetchState:
     added_at: float = dataclasses.field(default_factory=time.monotonic)
     #: time.monotonic() before which it is not asked for (after an error)
     delayed_until: float = 0.0
+    #: its fields in the last fetch built, reused while its position has not moved (never
+    #: changed in place: the fetch session keeps the ones it sent to compare with)
+    fields: dict[str, int] | None = dataclasses.field(default=None, repr=False, compare=False)
 
 
 class ReplicaFetcher:
@@ -284,11 +287,16 @@ class ReplicaFetcher:
                     or not self._ready(state, now) or (throttling and self._throttled(state))):
                 continue
             ready[key] = state
-            wanted[key] = {
-                "partition": key[1], "current_leader_epoch": state.leader_epoch,
-                "fetch_offset": state.fetch_offset,
-                "log_start_offset": state.partition.log_start_offset,
-                "partition_max_bytes": max_bytes}
+            start = state.partition.log_start_offset
+            fields = state.fields
+            if (fields is None or fields["fetch_offset"] != state.fetch_offset
+                    or fields["log_start_offset"] != start):
+                # a dict per partition per round trip only where the position moved
+                fields = state.fields = {
+                    "partition": key[1], "current_leader_epoch": state.leader_epoch,
+                    "fetch_offset": state.fetch_offset, "log_start_offset": start,
+                    "partition_max_bytes": max_bytes}
+            wanted[key] = fields
         if not ready:
             return False
         frame = await connection.request_frame(
