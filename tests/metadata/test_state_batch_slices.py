@@ -9,11 +9,10 @@ import time
 import uuid
 from typing import Any
 
-import anyio
-
 from pybroker.coordination.base import TopicAssignment, TopicRecord, VersionedState
 from pybroker.coordination.znodes import LeaderAndIsr
 from pybroker.metadata.listener import MetadataListener
+from tests.loop_turns import Turns
 
 TOPICS = 200
 #: what building one topic's record costs in this test (a loaded machine's)
@@ -35,13 +34,12 @@ def test_a_batch_over_many_topics_gives_other_tasks_turns() -> None:
     for name in names:
         listener.assignments[name] = TopicAssignment(name=name, topic_id=uuid.uuid4(),
                                                      partitions={0: [1, 2, 3]})
-    ticks = [0]
-    seen: list[int] = []
+    turns = Turns()
     build = listener._record
 
     def slow_record(name: str) -> Any:
         time.sleep(RECORD_S)  # holds the loop, as building a big topic's record does
-        seen.append(ticks[0])
+        turns.note()
         return build(name)
 
     listener._record = slow_record  # type: ignore[method-assign]
@@ -50,18 +48,8 @@ def test_a_batch_over_many_topics_gives_other_tasks_turns() -> None:
     batch: dict[str, dict[int, VersionedState | None]] = {n: {0: state} for n in names}
     del listener.assignments["t7"]  # a batch may name a topic deleted meanwhile
 
-    async def other_task() -> None:
-        while True:
-            ticks[0] += 1
-            await anyio.sleep(0)
-
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(other_task)
-            await listener._states_changed(batch)
-            tg.cancel_scope.cancel()
-
-    anyio.run(main)
+    turns.run(lambda: listener._states_changed(batch))
     assert [r.name for r in publisher.records] == [n for n in names if n != "t7"]
     assert all(r.partitions[0].leader == 1 for r in publisher.records)
+    seen = turns.seen
     assert seen[-1] > seen[0], (seen[0], seen[-1])  # turns given during the batch

@@ -15,6 +15,7 @@ import pytest
 from pybroker.config import BrokerConfig
 from pybroker.metadata.cache import MetadataCache
 from pybroker.replica.fetcher import FetchState, ReplicaFetcher
+from tests.loop_turns import Turns
 
 PARTITIONS = 300
 #: what one partition costs the pass in this test (a loaded machine's)
@@ -22,14 +23,13 @@ PARTITION_S = 0.001
 
 
 class _Log:
-    def __init__(self, seen: list[int], ticks: list[int]) -> None:
-        self._seen = seen
-        self._ticks = ticks
+    def __init__(self, turns: Turns) -> None:
+        self._turns = turns
 
     @property
     def offline(self) -> bool:
         time.sleep(PARTITION_S)  # holds the loop, as a partition's share of the pass does
-        self._seen.append(self._ticks[0])
+        self._turns.note()
         return False
 
 
@@ -54,28 +54,20 @@ class _Connection:
 def test_a_fetch_round_gives_other_tasks_turns(tmp_path: Path) -> None:
     fetcher = ReplicaFetcher(1, 0, MetadataCache("cluster"),
                              BrokerConfig({"log.dirs": str(tmp_path)}))
-    seen: list[int] = []
-    ticks = [0]
+    turns = Turns()
     for i in range(PARTITIONS):
-        partition = SimpleNamespace(topic="t", index=i, log=_Log(seen, ticks),
+        partition = SimpleNamespace(topic="t", index=i, log=_Log(turns),
                                     log_start_offset=0)
         fetcher.states[("t", i)] = FetchState(partition, 3, fetch_offset=7,  # type: ignore[arg-type]
                                               truncated=True)
     connection = _Connection()
 
-    async def other_task() -> None:
-        while True:
-            ticks[0] += 1
-            await anyio.sleep(0)
+    async def round_trip() -> None:
+        with pytest.raises(_Asked):
+            await fetcher._fetch_once(connection)  # type: ignore[arg-type]
 
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(other_task)
-            with pytest.raises(_Asked):
-                await fetcher._fetch_once(connection)  # type: ignore[arg-type]
-            tg.cancel_scope.cancel()
-
-    anyio.run(main)
+    turns.run(round_trip)
+    seen = turns.seen
     (topic,) = connection.asked["topics"]
     assert [p["partition"] for p in topic["partitions"]] == list(range(PARTITIONS))
     assert all(p["fetch_offset"] == 7 and p["current_leader_epoch"] == 3

@@ -12,6 +12,7 @@ import anyio
 
 from pybroker.metrics import BrokerMetrics
 from pybroker.replica.isr import IsrManager
+from tests.loop_turns import Turns
 
 PARTITIONS = 300
 #: what one partition's check costs in the stand-in (a loaded machine's)
@@ -24,13 +25,12 @@ class _LedPartition:
     is_leader = True
     topic = "t"
 
-    def __init__(self, seen: list[int], ticks: list[int]) -> None:
-        self._seen = seen
-        self._ticks = ticks
+    def __init__(self, turns: Turns) -> None:
+        self._turns = turns
 
     def isr_to_shrink(self, lag_time_max_ms: int) -> list[int] | None:
         time.sleep(CHECK_S)  # holds the loop, as the real check's work does
-        self._seen.append(self._ticks[0])
+        self._turns.note()
         return None
 
     def isr_to_expand(self, eligible: Any) -> list[int] | None:
@@ -38,31 +38,24 @@ class _LedPartition:
 
 
 def test_an_isr_round_gives_other_tasks_turns() -> None:
-    seen: list[int] = []  # the other task's tick count at each partition's check
-    ticks = [0]
+    turns = Turns()  # with the count at each partition's check
     replicas = SimpleNamespace(
-        partitions={("t", i): _LedPartition(seen, ticks) for i in range(PARTITIONS)},
+        partitions={("t", i): _LedPartition(turns) for i in range(PARTITIONS)},
         on_isr_candidate=None)
     listener = SimpleNamespace(publisher=SimpleNamespace(metadata=SimpleNamespace(brokers={})),
                                assignments={}, states={})
     isr = IsrManager(replicas, SimpleNamespace(), listener, 100,  # type: ignore[arg-type]
                      BrokerMetrics())
 
-    async def other_task() -> None:
-        while True:
-            ticks[0] += 1
-            await anyio.sleep(0)
-
-    async def main() -> None:
+    async def one_round() -> None:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(other_task)
             tg.start_soon(isr.run)
             with anyio.fail_after(60):
-                while len(seen) < PARTITIONS:  # one whole round
+                while len(turns.seen) < PARTITIONS:  # one whole round
                     await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
 
-    anyio.run(main)
-    first_round = seen[:PARTITIONS]
+    turns.run(one_round)
+    first_round = turns.seen[:PARTITIONS]
     # the other task ran while the round was going (not only before and after it)
     assert first_round[-1] > first_round[0], (first_round[0], first_round[-1])

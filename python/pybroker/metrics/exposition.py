@@ -124,18 +124,18 @@ def render(metrics: BrokerMetrics, broker: BrokerContext | None = None) -> str:
                [((("quota", q),), v) for q, v in sorted(metrics.throttle_ms.items())])
 
     generations = [str(g) for g in range(PAUSES.GENERATIONS)]
-    out.family("pybroker_gc_collections_total", "counter",
-               "Cyclic garbage collections, by generation (2: full).",
-               [((("generation", g),), n) for g, n in zip(generations, PAUSES.count,
-                                                          strict=True)])
-    out.family("pybroker_gc_pause_seconds_total", "counter",
-               "Seconds every thread waited for the cyclic garbage collector, by generation.",
-               [((("generation", g),), s) for g, s in zip(generations, PAUSES.seconds,
-                                                          strict=True)])
-    out.family("pybroker_gc_pause_seconds_max", "gauge",
-               "The longest cyclic garbage collection so far, by generation.",
-               [((("generation", g),), s) for g, s in zip(generations, PAUSES.longest_s,
-                                                          strict=True)])
+    by_generation: list[tuple[str, str, str, list[int] | list[float]]] = [
+        ("pybroker_gc_collections_total", "counter",
+         "Cyclic garbage collections, by generation (2: full).", PAUSES.count),
+        ("pybroker_gc_pause_seconds_total", "counter",
+         "Seconds every thread waited for the cyclic garbage collector, by generation.",
+         PAUSES.seconds),
+        ("pybroker_gc_pause_seconds_max", "gauge",
+         "The longest cyclic garbage collection so far, by generation.", PAUSES.longest_s),
+    ]
+    for name, kind, text, values in by_generation:
+        out.family(name, kind, text, [((("generation", g),), v)
+                                      for g, v in zip(generations, values, strict=True)])
 
     out.family("pybroker_gc_freezes_total", "counter",
                "Times the survivors of a slow full collection were frozen out of later ones.",

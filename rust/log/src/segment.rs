@@ -575,6 +575,37 @@ mod tests {
         assert!(batch::validate_batches(&bytes, usize::MAX).is_ok());
     }
 
+    /// Appends batches of 64 records of 1 KiB at consecutive offsets.
+    struct KibBatches {
+        raw: Vec<u8>,
+        offset: i64,
+    }
+
+    impl KibBatches {
+        fn new() -> KibBatches {
+            let mut b = BatchBuilder::new(0, 1000);
+            for _ in 0..64 {
+                b.push(Record::new(1000, None, Some(&[7u8; 1024])));
+            }
+            KibBatches {
+                raw: b.build(),
+                offset: 0,
+            }
+        }
+
+        fn append(&mut self, s: &mut Segment) {
+            s.append(&[prepared(&self.raw, self.offset)]).unwrap();
+            self.offset += 64;
+        }
+
+        /// Until the segment holds a MiB more than reservations start at.
+        fn fill_past_reserving_threshold(&mut self, s: &mut Segment) {
+            while s.size() < PREALLOCATE_AFTER + (1 << 20) {
+                self.append(s);
+            }
+        }
+    }
+
     /// Blocks on disk of the segment's log file, in bytes.
     #[cfg(target_os = "linux")]
     fn allocated(s: &Segment) -> u64 {
@@ -588,17 +619,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Segment::open(dir.path(), 0, 4096, 0, FileCache::global()).unwrap();
         s.activate(1 << 20).unwrap();
-        let mut b = BatchBuilder::new(0, 1000);
-        for _ in 0..64 {
-            b.push(Record::new(1000, None, Some(&[7u8; 1024])));
-        }
-        let raw = b.build();
-        let mut offset = 0;
-        let mut append = |s: &mut Segment| {
-            s.append(&[prepared(&raw, offset)]).unwrap();
-            offset += 64;
-        };
-        append(&mut s);
+        let mut appender = KibBatches::new();
+        appender.append(&mut s);
         // a little data: nothing reserved
         assert!(
             allocated(&s) < s.size() + (1 << 20),
@@ -606,9 +628,7 @@ mod tests {
             allocated(&s),
             s.size()
         );
-        while s.size() < PREALLOCATE_AFTER + (1 << 20) {
-            append(&mut s);
-        }
+        appender.fill_past_reserving_threshold(&mut s);
         // the size is the data's (readers and recovery see only that), the blocks
         // reach a chunk past it
         assert_eq!(std::fs::metadata(s.log_path()).unwrap().len(), s.size());
@@ -648,16 +668,7 @@ mod tests {
         let files = FileCache::global();
         let mut s = Segment::open(dir.path(), 0, 4096, 0, files).unwrap();
         s.activate(1 << 20).unwrap();
-        let mut b = BatchBuilder::new(0, 1000);
-        for _ in 0..64 {
-            b.push(Record::new(1000, None, Some(&[7u8; 1024])));
-        }
-        let raw = b.build();
-        let mut offset = 0;
-        while s.size() < PREALLOCATE_AFTER + (1 << 20) {
-            s.append(&[prepared(&raw, offset)]).unwrap();
-            offset += 64;
-        }
+        KibBatches::new().fill_past_reserving_threshold(&mut s);
         let size = s.size();
         // (the budget's 32 chunks are far more than the tests running at once hold)
         assert!(allocated(&s) > size + PREALLOCATE_CHUNK / 2);
