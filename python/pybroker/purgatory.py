@@ -28,15 +28,18 @@ class Purgatory:
         keys: Iterable[Hashable],
         ready: Callable[[], bool],
         deadline: float,
+        *,
+        counted: bool = True,
     ) -> bool:
         """Wait until `ready()` holds, re-checking it whenever one of `keys` is
-        notified, or until `deadline` (time.monotonic()). True when ready."""
+        notified, or until `deadline` (time.monotonic()). True when ready. Not
+        `counted`: as wait_for_notify's."""
         keys = list(keys)
         while not ready():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            await self.wait_for_notify(kind, keys, remaining)
+            await self.wait_for_notify(kind, keys, remaining, counted=counted)
         return True
 
     async def wait_for_notify(self, kind: str, keys: list[Hashable], timeout_s: float, *,

@@ -50,13 +50,14 @@ APPEND_ERRORS: tuple[tuple[type[BaseException], ErrorCode], ...] = (
 async def handle_produce(ctx: BrokerContext, request: Request) -> dict[str, Any] | None:
     body = request.body
     acks = body["acks"]
+    # the request's timeout_ms bounds a wait for a takeover and one for the ISR together
+    deadline = request.received_ms + max(0, body["timeout_ms"]) / 1000
     if ctx.replicas.taking_over:
         # partitions this broker is taking the lead of: their batches wait for it, in
         # this connection's order, rather than being refused (see until_taken_over)
-        timeout_s = max(0, body["timeout_ms"]) / 1000 - (time.monotonic() - request.received_ms)
         await ctx.replicas.until_taken_over(
             ((t["name"], p["index"]) for t in body["topic_data"] for p in t["partition_data"]),
-            timeout_s)
+            deadline - time.monotonic())
     responses = []
     # acks=all appends that wait for the ISR: (partition, offset to reach, its answer)
     waiting: list[tuple[ReplicaPartition, int, dict[str, Any]]] = []
@@ -81,7 +82,6 @@ async def handle_produce(ctx: BrokerContext, request: Request) -> dict[str, Any]
         return None
     connection, version = request.connection, request.version
     if waiting and not isr_settled(waiting):
-        deadline = request.received_ms + max(0, body["timeout_ms"]) / 1000
         # about to wait for the followers: the answers held back to go out together
         # (earlier produce requests of this connection) go now, as before a fetch's
         # long poll; held until the connection is idle, each would wait for this

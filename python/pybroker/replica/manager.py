@@ -230,32 +230,34 @@ class ReplicaManager:
             self._end_takeovers(taking)
 
     def _start_takeovers(self, records: list[TopicRecord]
-                         ) -> dict[tuple[str, int], anyio.Event]:
+                         ) -> dict[str, dict[tuple[str, int], anyio.Event]]:
         """Note the partitions these records give this broker to lead that it does not
-        lead now (until_taken_over waits for them)."""
+        lead now (until_taken_over waits for them), by topic."""
         me = self.broker_id
-        started: dict[tuple[str, int], anyio.Event] = {}
+        started: dict[str, dict[tuple[str, int], anyio.Event]] = {}
         for record in records:
             for index, state in enumerate(record.partitions):
                 if state.leader != me or me not in state.replicas:
                     continue
-                partition = self.partitions.get((record.name, index))
+                key = (record.name, index)
+                partition = self.partitions.get(key)
                 if partition is not None and (partition.is_leader
                                               or state.leader_epoch < partition.leader_epoch):
                     continue
-                started[(record.name, index)] = self._takeovers[(record.name, index)] = \
+                started.setdefault(record.name, {})[key] = self._takeovers[key] = \
                     anyio.Event()
         return started
 
-    def _end_takeovers(self, started: dict[tuple[str, int], anyio.Event],
+    def _end_takeovers(self, started: dict[str, dict[tuple[str, int], anyio.Event]],
                        topic: str | None = None) -> None:
         """The takeovers `started` (of `topic`, or all) are applied: their waiters go on
         (a later apply's takeover of the same partition stays)."""
-        for key in [k for k in started if topic is None or k[0] == topic]:
-            event = started.pop(key)
-            event.set()
-            if self._takeovers.get(key) is event:
-                del self._takeovers[key]
+        topics = [topic] if topic is not None else list(started)
+        for name in topics:
+            for key, event in started.pop(name, {}).items():
+                event.set()
+                if self._takeovers.get(key) is event:
+                    del self._takeovers[key]
 
     @property
     def taking_over(self) -> bool:

@@ -123,12 +123,10 @@ class DeferredAnswers:
         try:
             while entries and not self._broken:
                 head = entries[0].waits
-                if head is not None and not head.settled():
-                    remaining = head.deadline - time.monotonic()
-                    if remaining > 0:
-                        await head.purgatory.wait_for_notify(KIND, head.keys, remaining,
-                                                             counted=False)
-                        continue
+                if head is not None:
+                    # counted per owed answer already (add)
+                    await head.purgatory.wait_until(KIND, head.keys, head.settled,
+                                                    head.deadline, counted=False)
                 # the oldest may be answered: so may each behind it that is settled too,
                 # all in one send
                 while entries:

@@ -73,6 +73,8 @@ class GcPauses:
     thread waits for it alike): two clock reads a collection."""
 
     GENERATIONS = 3
+    #: the oldest generation's index: its collections are the full ones
+    FULL = GENERATIONS - 1
 
     def __init__(self, freeze_after_s: float | None = FREEZE_AFTER_FULL_S) -> None:
         self.freeze_after_s = freeze_after_s
@@ -132,7 +134,7 @@ class GcPauses:
         self.total_s += took
         if took > self.longest_s[generation]:
             self.longest_s[generation] = took
-        if (generation == GcPauses.GENERATIONS - 1 and self.freeze_after_s is not None
+        if (generation == GcPauses.FULL and self.freeze_after_s is not None
                 and cpu >= self.freeze_after_s and self._grown()):
             # the collection is over (the "stop" callback): the oldest generation holds
             # only its survivors and the younger ones are empty; freezing moves list

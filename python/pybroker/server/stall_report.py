@@ -69,13 +69,13 @@ class StallReporter:
                 self._samples = {}
                 self._due = time.monotonic() + self.tick_s
                 gc_before = PAUSES.total_s
-                full_before = (PAUSES.count[2], PAUSES.seconds[2])
+                full_before = (PAUSES.count[PAUSES.FULL], PAUSES.seconds[PAUSES.FULL])
                 await anyio.sleep(self.tick_s)
                 late = time.monotonic() - self._due
                 if late >= self.threshold_s:
                     self._report(late, self._samples, PAUSES.total_s - gc_before,
-                                 PAUSES.count[2] - full_before[0],
-                                 PAUSES.seconds[2] - full_before[1])
+                                 PAUSES.count[PAUSES.FULL] - full_before[0],
+                                 PAUSES.seconds[PAUSES.FULL] - full_before[1])
         finally:
             stop.set()
 
