@@ -12,8 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import heapq
+import itertools
 import time
 from collections.abc import Callable, Hashable, Iterable
+
+#: a waiter whose deadline is this close when the timer fires is timed out with the
+#: others: uvloop's timers have millisecond resolution, and a wait asked for in whole
+#: ms (max_wait_ms, timeout_ms) ending up to 1 ms early changes nothing
+EXPIRY_SLACK_S = 0.001
+#: the deadline entries kept, past which those of waits already over are dropped:
+#: this many per parked wait, plus COMPACT_MIN
+COMPACT_FACTOR = 2
+COMPACT_MIN = 1024
 
 
 class Purgatory:
@@ -21,6 +32,16 @@ class Purgatory:
         self._watchers: dict[Hashable, set[asyncio.Future[bool]]] = {}
         #: requests waiting now, by kind ("fetch", "produce"): the purgatory size metric
         self.waiting: collections.Counter[str] = collections.Counter()
+        #: every wait's (deadline in loop time, sequence, future), earliest first; a
+        #: future woken or cancelled stays until it reaches the head (see _fire)
+        self._deadlines: list[tuple[float, int, asyncio.Future[bool]]] = []
+        self._sequence = itertools.count()
+        #: waits parked now, counted or not (bounds the done entries kept, see _expire_at)
+        self._parked = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        #: loop time the timer is armed for
+        self._timer_at = 0.0
 
     async def wait_until(
         self,
@@ -47,22 +68,28 @@ class Purgatory:
         """Park until one of `keys` is notified or `timeout_s` passes (False). Not
         `counted` in `waiting`: the caller counts the requests it waits for.
 
-        A bare future and one loop timer: a consumer at 20k records/s parks and is
-        woken thousands of times a second, and anyio's Event plus a cancel scope with
-        a deadline cost several times more per wait (issue 18). Cancelling the task
-        (the client left, the broker stops) still ends the wait at once."""
+        A bare future: a consumer at 20k records/s parks and is woken thousands of
+        times a second, and anyio's Event plus a cancel scope with a deadline cost
+        several times more per wait (issue 18). The deadlines share one loop timer,
+        armed for the earliest wait still parked: a loop timer per wait was made and
+        cancelled for every parked fetch and acks=all produce (three a record at
+        5,000 acks=all records/s, RF 3), and almost none of them runs out (issue 26).
+        Cancelling the task (the client left, the broker stops) still ends the wait
+        at once."""
         loop = asyncio.get_running_loop()
         woken: asyncio.Future[bool] = loop.create_future()
         for key in keys:
             self._watchers.setdefault(key, set()).add(woken)
         if counted:
             self.waiting[kind] += 1
-        timer = loop.call_later(timeout_s, _expire, woken)
+        self._expire_at(loop, loop.time() + timeout_s, woken)
+        self._parked += 1
         try:
             return await woken
         finally:
-            # also on cancellation (the client left): nothing stays registered
-            timer.cancel()
+            # also on cancellation (the client left): nothing stays registered but the
+            # deadline entry of a done future, which the timer or a compaction drops
+            self._parked -= 1
             if counted:
                 self.waiting[kind] -= 1
             for key in keys:
@@ -83,7 +110,44 @@ class Purgatory:
     def size(self) -> int:
         return sum(self.waiting.values())
 
+    def _expire_at(self, loop: asyncio.AbstractEventLoop, when: float,
+                   woken: asyncio.Future[bool]) -> None:
+        if loop is not self._loop:
+            # a new loop (tests run several): the old one's waits and timer are gone
+            self._loop, self._timer, self._deadlines = loop, None, []
+        deadlines = self._deadlines
+        if len(deadlines) > COMPACT_FACTOR * self._parked + COMPACT_MIN:
+            # the entries of waits already over, kept until they reach the head, would
+            # pile up behind a long one (an acks=all produce's 30 s): dropped in one
+            # pass, at most once per COMPACT_MIN waits
+            deadlines[:] = [entry for entry in deadlines if not entry[2].done()]
+            heapq.heapify(deadlines)
+        heapq.heappush(deadlines, (when, next(self._sequence), woken))
+        timer = self._timer
+        if timer is None or when < self._timer_at:
+            # none armed, or armed for later than this wait may last
+            if timer is not None:
+                timer.cancel()
+            self._arm(loop, when)
 
-def _expire(woken: asyncio.Future[bool]) -> None:
-    if not woken.done():
-        woken.set_result(False)
+    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        self._timer_at = when
+        self._timer = loop.call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        """Time out the waits whose deadline has come, drop the entries of waits
+        already over (woken or cancelled), and arm for the earliest wait still parked:
+        the timer fires about once per parked wait's whole timeout, not once a wait."""
+        self._timer = None
+        loop = self._loop
+        assert loop is not None
+        deadlines = self._deadlines
+        now = loop.time() + EXPIRY_SLACK_S
+        while deadlines:
+            when, _, woken = deadlines[0]
+            if not woken.done():
+                if when > now:
+                    self._arm(loop, when)
+                    return
+                woken.set_result(False)
+            heapq.heappop(deadlines)
