@@ -84,7 +84,9 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
         if total >= min_bytes or errors or unknown or remaining <= 0 or not partitions:
             if total and follower is None:
                 ctx.metrics.record_fetch(topics)
-            endpoints = leader_hints(ctx, request, topics) if request.version >= 16 else []
+            # KIP-951's hints are for errors only; every error above sets `errors`
+            endpoints = leader_hints(ctx, request, topics) \
+                if errors and request.version >= 16 else []
             session_id, answers = session.respond(topics, unknown)
             if errors or unknown:
                 ctx.metrics.record_fetch_errors(answers)

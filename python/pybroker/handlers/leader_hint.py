@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 class LeaderHints:
     def __init__(self, metadata: MetadataCache, conn: object) -> None:
         self.metadata = metadata
-        self.listener = listener_of(conn)
+        self.conn = conn
         self._endpoints: dict[int, dict[str, Any]] = {}
 
     def current_leader(self, topic: str, index: int) -> dict[str, int]:
@@ -27,7 +27,9 @@ class LeaderHints:
             return {"leader_id": -1, "leader_epoch": -1}
         node = self.metadata.brokers.get(state.leader)
         if node is not None:
-            host, port = node.address(self.listener)
+            # the listener is looked up only for a hint given: an answer without an
+            # error (every acks=all produce, issue 26) needs none
+            host, port = node.address(listener_of(self.conn))
             self._endpoints[node.node_id] = {"node_id": node.node_id, "host": host,
                                              "port": port, "rack": node.rack}
         return {"leader_id": state.leader, "leader_epoch": state.leader_epoch}
