@@ -386,9 +386,16 @@ def latency(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> dict[st
     thread = threading.Thread(target=consume, daemon=True)
     thread.start()
     ready.wait(WAIT_S)
+    # librdkafka's statistics count the Produce requests sent to each broker: the leader's
+    # CPU per produce request (each also brings the followers' and the consumer's fetches
+    # that its records wake) depends less on how the records happened to be batched than
+    # its CPU per record does (a starved leader gets fewer, larger requests)
+    stats: dict[str, Any] = {}
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
                          "linger.ms": 0, "batch.size": 1_000_000, "log_level": 0,
-                         "max.in.flight.requests.per.connection": args.max_in_flight})
+                         "max.in.flight.requests.per.connection": args.max_in_flight,
+                         "statistics.interval.ms": 100,
+                         "stats_cb": lambda raw: stats.update(json.loads(raw))})
     padding = b"x" * (KiB - STAMP.size)
 
     def report(err: Any, message: Any) -> None:
@@ -410,7 +417,9 @@ def latency(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> dict[st
     producer.flush(WAIT_S)
     first_ack_s = warm[0] - warm_start
     leader_pid = leader_process(cluster, topic)
+    leader_id = cluster.leader(topic, 0) if isinstance(cluster, Cluster) else None
     loop_before = loop_thread_sched(leader_pid)
+    produces_before = produce_requests(stats, leader_id)
     start = time.monotonic()
     sent = 0
     while sent < total:
@@ -430,6 +439,8 @@ def latency(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> dict[st
     producer.flush(WAIT_S)
     loop_wall = time.monotonic() - start
     loop_after = loop_thread_sched(leader_pid)
+    producer.poll(0.2)  # the statistics of the last 100 ms, as before the load
+    produces = produce_requests(stats, leader_id) - produces_before
     thread.join(args.seconds + WAIT_S)
 
     def summary(values: list[float]) -> dict[str, float]:
@@ -450,7 +461,13 @@ def latency(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> dict[st
         result["leader_loop"] = {
             "on_cpu": round((loop_after[0] - loop_before[0]) / 1e9 / loop_wall, 3),
             "runqueue_wait": round((loop_after[1] - loop_before[1]) / 1e9 / loop_wall, 3),
-            "preempted_per_s": round((loop_after[2] - loop_before[2]) / loop_wall)}
+            "preempted_per_s": round((loop_after[2] - loop_before[2]) / loop_wall),
+            # the loop thread's CPU per record: less sensitive to the machine's load than
+            # the latency (a starved loop waits longer, it does not work more)
+            "cpu_us_per_record": round((loop_after[0] - loop_before[0]) / 1e3 / total, 1),
+            "produce_requests": produces,
+            "cpu_us_per_produce_request": round(
+                (loop_after[0] - loop_before[0]) / 1e3 / produces, 1) if produces > 0 else None}
     print(f"latency at {args.rate}/s (RF=3, acks=all, max.in.flight {args.max_in_flight}): "
           f"end-to-end {result['end_to_end']}; "
           f"acknowledgement {result['produce_ack']}; first acknowledgement on the new topic "
@@ -465,6 +482,15 @@ def leader_process(cluster: Cluster | PeerCluster, topic: str) -> int | None:
         return None
     proc = cluster.brokers[cluster.leader(topic, 0)].proc
     return proc.pid if proc is not None else None
+
+
+def produce_requests(stats: dict[str, Any], node_id: int | None) -> int:
+    """Produce requests the producer has sent broker `node_id` so far (its latest
+    librdkafka statistics; 0 when unknown)."""
+    for broker in stats.get("brokers", {}).values():
+        if broker.get("nodeid") == node_id:
+            return int(broker.get("req", {}).get("Produce", 0))
+    return 0
 
 
 def loop_thread_sched(pid: int | None) -> tuple[int, int, int] | None:
