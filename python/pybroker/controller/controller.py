@@ -125,6 +125,7 @@ from pybroker.coordination.base import (
 from pybroker.coordination.errors import ControllerMoved, CoordinationError, StaleVersion
 from pybroker.coordination.znodes import BrokerRegistration, LeaderAndIsr, OfflineReplicas
 from pybroker.errors import ErrorCode, KafkaError
+from pybroker.server.loop_slice import LoopSlice
 
 log = logging.getLogger(__name__)
 
@@ -879,11 +880,16 @@ class Controller:
         version read; partitions without a state go to `new`, moves found complete to
         `completed`."""
         updates: list[StateUpdate] = []
+        # a chunk is RECONCILE_CHUNK_PARTITIONS states: deciding them in one go held the
+        # loop for 100s of ms on a loaded machine (issue 25); what the loop does
+        # meanwhile cannot change what was read, and the writes stay conditional on it
+        pace = LoopSlice()
         for assignment in assignments:
             name = assignment.name
             topic_live = self._live - evicted[name]
             unclean: bool | None = None
             for index, replicas in sorted(assignment.partitions.items()):
+                await pace.pause_if_due()
                 live = self._live_for(topic_live, (name, index))
                 current = states.get((name, index))
                 if current is None:
@@ -924,7 +930,12 @@ class Controller:
             return set()
         outcomes = await self.backend.update_partition_states(updates, lease)
         stale: set[str] = set()
+        # a line per state (Kafka's state-change log): thousands in a controlled shutdown
+        # or a failover, formatted and written on the loop, were one of its longest
+        # stalls at 10,000 partitions (issue 25)
+        pace = LoopSlice()
         for update in updates:
+            await pace.pause_if_due()
             outcome = outcomes.get((update.topic, update.partition))
             if isinstance(outcome, StaleVersion):
                 stale.add(update.topic)

@@ -64,6 +64,7 @@ from pybroker.coordination.zkwatches import (
 )
 from pybroker.coordination.znodes import LeaderAndIsr
 from pybroker.errors import ErrorCode, KafkaError
+from pybroker.server.loop_slice import LoopSlice
 
 log = logging.getLogger(__name__)
 
@@ -428,9 +429,16 @@ class TopicOps:
         keys = list(dict.fromkeys(partitions))
         paths = [zn.partition_state_path(t, p) for t, p in keys]
         reads = await get_many(self.zk, paths)
-        return {key: VersionedState(zn.decode(path, read[0], LeaderAndIsr), read[1].version)
-                for key, path, read in zip(keys, paths, reads, strict=True)
-                if read is not None}
+        # JSON decoded on the loop, thousands at a time (a new controller's first pass,
+        # a controlled shutdown): the loop gets turns meanwhile (issue 25)
+        pace = LoopSlice()
+        states: dict[tuple[str, int], VersionedState] = {}
+        for key, path, read in zip(keys, paths, reads, strict=True):
+            if read is not None:
+                await pace.pause_if_due()
+                states[key] = VersionedState(zn.decode(path, read[0], LeaderAndIsr),
+                                             read[1].version)
+        return states
 
     async def update_partition_states(self, updates: Sequence[StateUpdate],
                                       lease: ControllerLease | None
@@ -439,8 +447,11 @@ class TopicOps:
         moved on: that partition is StaleVersion, and the batch's other partitions are
         written again one multi each (still conditional and fenced), so one lost race
         never costs the others their update."""
-        writes = [(u, zn.partition_state_path(u.topic, u.partition), zn.encode(u.state))
-                  for u in updates]
+        pace = LoopSlice()  # thousands of states encoded: the loop gets turns (issue 25)
+        writes: list[_StateWrite] = []
+        for u in updates:
+            await pace.pause_if_due()
+            writes.append((u, zn.partition_state_path(u.topic, u.partition), zn.encode(u.state)))
         outcomes: dict[tuple[str, int], StateOutcome] = {}
         retry = await self._commit_state_batches(_state_batches(writes), lease, outcomes)
         for _ in range(STATE_BATCH_RETRIES):
