@@ -66,14 +66,21 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     # CLUSTER_ACTION was asked for the request)
     may_read = topic_reader(authorizer_for(ctx.config, ctx.admin.backend),
                             request.connection) if follower is None else None
+    # a follower's fetch woken (or timed out) without an answer reads again only the
+    # partitions that changed since its last pass (Repass), not every one it follows
+    repass: Repass | None = None
     while True:
-        requested, unknown, idle = session.topics(quiet)
-        denied = []
-        if may_read is not None:
-            denied = [t for t in requested if not may_read(t["topic"])]
-            requested = [t for t in requested if may_read(t["topic"])]
-        topics, total, errors, partitions = await read_all_sliced(
-            ctx, body, follower, consumer_v11, rack, requested)
+        if repass is not None and (read := await repass.reread(ctx, body, follower)):
+            topics, total, errors, partitions = read
+            requested, unknown, idle, denied = repass.requested, [], [], []
+        else:
+            requested, unknown, idle = session.topics(quiet)
+            denied = []
+            if may_read is not None:
+                denied = [t for t in requested if not may_read(t["topic"])]
+                requested = [t for t in requested if may_read(t["topic"])]
+            topics, total, errors, partitions = await read_all_sliced(
+                ctx, body, follower, consumer_v11, rack, requested)
         if denied:
             errors = True
             topics += [{"topic": t["topic"], "partitions": [
@@ -94,10 +101,107 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
                 return session.error_response() | {"session_id": session_id}
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
                     "responses": answers, "node_endpoints": endpoints}
+        if follower is not None and not idle and repass is None:
+            repass = Repass(requested, topics, total, partitions)
         # woken when what this fetch may read grows: a consumer reads up to the high
         # watermark, a follower up to the leader's log end
         keys = [p.leo_key if follower is not None else p.hw_key for p in partitions]
         await ctx.purgatory.wait_for_notify("fetch", keys, remaining)
+
+
+def _answer_state(partition: ReplicaPartition) -> tuple[object, ...]:
+    """What a follower's answer for `partition` depends on, besides its fetch offset:
+    the log's end and start, the high watermark (the last stable offset follows it
+    and the log end), who leads at which epoch, and the followers it knows."""
+    log = partition.log
+    return (log.log.log_end_offset, log.high_watermark, log.log.log_start_offset,
+            partition.leader, partition.leader_epoch, partition.followers)
+
+
+#: never equal to a partition's state: it is read at every pass
+_READ_AGAIN = (object(),)
+
+
+class Repass:
+    """A follower's fetch that read nothing to answer with waits, then reads again: every
+    partition it follows from this leader (thousands at 10,000 partitions RF 3), at
+    each wake-up and at its deadline, though one partition's log end moved or none
+    did, was among the event loop's longest stalls (issue 25). This keeps the last
+    pass's answers and the state each was read at (`_answer_state`: a few attribute
+    reads a partition against a full read); `reread` reads again only the partitions
+    whose state moved, so the answer is what a full pass would give. A partition not
+    read again is not recorded as fetched again either: its fetch offset is the one
+    already recorded at the first pass, within the fetch's max_wait_ms.
+
+    Any error on a partition read again answers from a full pass instead (the old
+    path: the session's topics resolved afresh, as a topic deleted meanwhile needs)."""
+
+    def __init__(self, requested: list[dict[str, Any]], topics: list[dict[str, Any]],
+                 total: int, partitions: list[ReplicaPartition]) -> None:
+        self.requested = requested
+        self._topics = topics
+        self._total = total
+        #: per partition, in order: (topic index, position in it, partition, state)
+        self._read: list[tuple[int, int, ReplicaPartition, tuple[object, ...]]] = []
+        # no error in the pass (or it would have answered): every partition asked was
+        # read, in the order asked, one answer each
+        it = iter(partitions)
+        for t, topic in enumerate(topics):
+            for i in range(len(topic["partitions"])):
+                partition = next(it)
+                self._read.append((t, i, partition, self._state(t, i, partition)))
+
+    def _state(self, t: int, i: int, partition: ReplicaPartition) -> tuple[object, ...]:
+        state = _answer_state(partition)
+        if (not _records_length(self._topics[t]["partitions"][i])
+                and self.requested[t]["partitions"][i]["fetch_offset"] < state[0]):
+            # records there but none read: held back by a replication throttle or the
+            # fetch's byte limits, which may let them through by the next pass
+            return _READ_AGAIN
+        return state
+
+    async def reread(self, ctx: BrokerContext, body: dict[str, Any], follower: int | None
+                     ) -> tuple[list[dict[str, Any]], int, bool, list[ReplicaPartition]] | None:
+        """(topics, bytes, errors, partitions) as a full pass would give them now, or
+        None when a full pass must be made (an error)."""
+        pace_started = time.monotonic()
+        moved: list[int] = []
+        for n, (_, _, partition, state) in enumerate(self._read):
+            if _answer_state(partition) != state:
+                moved.append(n)
+            if not n % READ_SLICE_PARTITIONS and time.monotonic() - pace_started > READ_SLICE_S:
+                await anyio.lowlevel.checkpoint()
+                pace_started = time.monotonic()
+        if not moved:
+            return self._topics, self._total, False, [r[2] for r in self._read]
+        asked: list[dict[str, Any]] = []
+        for n in moved:
+            t, i, _, _ = self._read[n]
+            topic = self.requested[t]
+            if asked and asked[-1]["_t"] == t:
+                asked[-1]["partitions"].append(topic["partitions"][i])
+            else:
+                asked.append({**topic, "partitions": [topic["partitions"][i]], "_t": t})
+        old_bytes = sum(_records_length(self._topics[self._read[n][0]]["partitions"]
+                                        [self._read[n][1]]) for n in moved)
+        answered, total, errors, _ = await read_all_sliced(
+            ctx, body, follower, requested=asked)
+        if errors:
+            return None
+        total += self._total - old_bytes
+        new_answers = iter(p for topic in answered for p in topic["partitions"])
+        for n in moved:
+            t, i, partition, _ = self._read[n]
+            self._topics[t]["partitions"][i] = next(new_answers)
+            self._read[n] = (t, i, partition, self._state(t, i, partition))
+        self._total = total
+        return self._topics, total, False, [r[2] for r in self._read]
+
+
+def _records_length(answer: dict[str, Any]) -> int:
+    records = answer["records"]
+    length = getattr(records, "length", None)
+    return int(length) if length is not None else len(records)
 
 
 def leader_hints(ctx: BrokerContext, request: Request,
