@@ -366,6 +366,10 @@ BROKER_CONFIGS: tuple[ConfigKey, ...] = (
        "Largest group.consumer.heartbeat.interval.ms allowed.", minimum=1),
     _k("group.consumer.max.size", T.INT, INT_MAX, "Most members of one consumer group.",
        minimum=1),
+    _k("group.consumer.regex.refresh.interval.ms", T.INT, 600000,
+       "How often a consumer group's subscribed regexes are resolved again even when no "
+       "topic was created (they are also resolved when topics are created, at most once "
+       "in 10 s).", minimum=10000),
 )
 del T
 

@@ -1,6 +1,6 @@
 """The KIP-848 consumer group state machine (ConsumerGroupHeartbeat) with a fake
 clock and an in-memory store: epochs, revocation before reassignment, static
-members, regex subscriptions, expiry, offsets checks, reload from the records."""
+members, expiry, offsets checks, reload from the records."""
 
 from __future__ import annotations
 
@@ -140,17 +140,6 @@ def test_static_member_leaves_with_minus_2_and_rejoins_with_its_assignment() -> 
     assert parts(hb(co, "d", 2, owned=set())) == {0, 1, 2, 3} - parts(again)
     # a second live member with the same instance id is refused
     assert hb(co, "s3", 0, instance="i1")["error_code"] == ErrorCode.UNRELEASED_INSTANCE_ID
-
-
-def test_regex_subscription_excludes_internal_topics() -> None:
-    co, _, _ = make()
-    r = hb(co, "a", 0, topics=None, regex="orders-.*")
-    assert r["error_code"] == 0
-    got = {tp["topic_id"] for tp in r["assignment"]["topic_partitions"]}
-    assert got == {TOPICS.table["orders-eu"][0], TOPICS.table["orders-us"][0]}
-    assert hb(co, "b", 0, regex="(")["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION
-    r = hb(co, "c", 0, group="h", regex="__.*")
-    assert r["assignment"]["topic_partitions"] == []
 
 
 def test_range_assignor_and_unsupported_assignor() -> None:

@@ -41,3 +41,18 @@ def test_member_and_partition_metadata_round_trip() -> None:
     assert crec.decode_partition_metadata_value(crec.partition_metadata_value(topics)) == topics
     target = {TOPIC: frozenset({1, 3})}
     assert crec.decode_target_member_value(crec.target_member_value(target)) == target
+
+
+def test_regular_expression_record_layout_and_round_trip() -> None:
+    # ConsumerGroupRegularExpressionKey (type 16): group, regex; non-flexible strings
+    assert crec.key(crec.REGULAR_EXPRESSION, "g", "a.*") == b"\x00\x10\x00\x01g\x00\x03a.*"
+    assert crec.decode_key(crec.key(crec.REGULAR_EXPRESSION, "g", "a.*")) == \
+        crec.ConsumerKey(16, "g", "a.*")
+    resolved = crec.ResolvedRegex(frozenset({"ab", "a"}), 42, 1700000000000)
+    raw = crec.regex_value(resolved)
+    # value v0, flexible: compact array of compact strings (sorted), int64 version,
+    # int64 timestamp, no tagged fields
+    assert raw == (b"\x00\x00" + b"\x03" + b"\x02a" + b"\x03ab"
+                   + struct.pack(">qq", 42, 1700000000000) + b"\x00")
+    assert crec.decode_regex_value(raw) == resolved
+    assert classic.decode_key(crec.key(crec.REGULAR_EXPRESSION, "g", "a.*")) is None

@@ -38,12 +38,17 @@ class Member848:
         base.update({k.replace("_", "."): v for k, v in conf.items()})
         self.consumer = Consumer(base)
         self.assignment: set[tuple[str, int]] = set()
+        #: each on_assign's partitions, in order (KIP-848 assignments come in steps)
+        self.assigned_steps: list[set[tuple[str, int]]] = []
         self.revoked: set[tuple[str, int]] = set()
         self.messages: list[tuple[str, int, int, bytes | None]] = []
         self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
 
     def _on_assign(self, consumer: Consumer, parts: list[TopicPartition]) -> None:
-        self.assignment |= {(p.topic, p.partition) for p in parts}
+        step = {(p.topic, p.partition) for p in parts}
+        self.assignment |= step
+        if step:
+            self.assigned_steps.append(step)
 
     def _on_revoke(self, consumer: Consumer, parts: list[TopicPartition]) -> None:
         gone = {(p.topic, p.partition) for p in parts}
@@ -63,6 +68,9 @@ class Member848:
                 return
             raise KafkaException(msg.error())
         self.messages.append((msg.topic(), msg.partition(), msg.offset(), msg.value()))
+
+    def resubscribe(self, topics: list[str]) -> None:
+        self.consumer.subscribe(topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
 
     def close(self) -> None:
         self.consumer.close()

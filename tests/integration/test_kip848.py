@@ -214,6 +214,8 @@ def test_classic_and_kip848_groups_side_by_side_and_the_tool(
 
 def test_regex_subscription_follows_new_topics(broker_factory: BrokerFactory,
                                                topic_name: str) -> None:
+    """A topic created after the regex was resolved is matched by a heartbeat past
+    the 10 s between two resolutions of a group's regexes (Kafka's minimum)."""
     b = broker_factory(FAST_GROUPS)
     first, second = f"{topic_name}-a", f"{topic_name}-b"
     create_topic(b.bootstrap, first, 2)
@@ -227,6 +229,92 @@ def test_regex_subscription_follows_new_topics(broker_factory: BrokerFactory,
                    what="the new matching topic")
     finally:
         m.close()
+
+
+def test_literal_topics_come_first_then_the_regexs(broker_factory: BrokerFactory,
+                                                   topic_name: str) -> None:
+    """Kafka 4 resolves a new regex off the heartbeat: the heartbeat that brings it
+    assigns the literal topics, a later one the regex's (librdkafka's 0045
+    resubscribe_with_regex asserts these two steps); then a resubscription from the
+    regex to another moves the member to the other's topics."""
+    b = broker_factory(FAST_GROUPS)
+    literal, matched, other = f"{topic_name}-lit", f"re-{topic_name}-x", f"alt-{topic_name}"
+    create_topic(b.bootstrap, literal, 2)
+    create_topic(b.bootstrap, matched, 3)
+    create_topic(b.bootstrap, other, 1)
+    m = Member848(b.bootstrap, "steps", [f"^re-{topic_name}-.*", literal])
+    try:
+        everything = {(literal, 0), (literal, 1), (matched, 0), (matched, 1), (matched, 2)}
+        poll_until([m], lambda: m.assignment == everything, what="both steps")
+        assert m.assigned_steps[0] == {(literal, 0), (literal, 1)}, m.assigned_steps
+        m.resubscribe([f"^alt-{topic_name}$"])
+        poll_until([m], lambda: m.assignment == {(other, 0)}, what="the other regex's topic")
+    finally:
+        m.close()
+
+
+def test_resolved_regexes_are_group_state_that_survives_a_restart(
+        broker_factory: BrokerFactory, topic_name: str) -> None:
+    """The resolution is kept in __consumer_offsets as Kafka's
+    ConsumerGroupRegularExpression record (key type 16): after a restart the group
+    carries on at the same epoch with the same partitions."""
+    from pybroker.group.consumer import records as crec
+    from pybroker.tools._group_views import describe_raw
+
+    b = broker_factory(FAST_GROUPS)
+    create_topic(b.bootstrap, f"{topic_name}-1", 2)
+    regex = f"^{topic_name}-.*"
+    m = Member848(b.bootstrap, "kept", [regex])
+    try:
+        poll_until([m], lambda: len(m.assignment) == 2, what="the regex's topic")
+        before = describe_raw("127.0.0.1", b.port, "kept", 10)
+        assert before is not None
+        b.restart()
+        stored = _regex_records(b.bootstrap, "kept")
+        # the regex as the member sent it (librdkafka wraps its patterns in a group)
+        sent = before["members"][0]["subscribed_topic_regex"]
+        assert regex in sent
+        assert stored and stored[-1][0] == sent and stored[-1][1] is not None
+        assert crec.decode_regex_value(stored[-1][1]).topics == {f"{topic_name}-1"}
+        poll_until([m], lambda: len(m.assignment) == 2, timeout=5, what="the partitions")
+        after = describe_raw("127.0.0.1", b.port, "kept", 10)
+        assert after is not None and after["group_epoch"] == before["group_epoch"]
+        assert [x["member_epoch"] for x in after["members"]] == \
+            [x["member_epoch"] for x in before["members"]]
+    finally:
+        m.close()
+
+
+def _regex_records(bootstrap: str, group: str) -> list[tuple[str, bytes | None]]:
+    """The group's ConsumerGroupRegularExpression records in __consumer_offsets, read
+    with a plain consumer."""
+    from confluent_kafka import Consumer
+
+    from pybroker.group.consumer import records as crec
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    try:
+        meta = c.list_topics("__consumer_offsets", timeout=10)
+        parts = list(meta.topics["__consumer_offsets"].partitions)
+        c.assign([TopicPartition("__consumer_offsets", p, 0) for p in parts])
+        at_end: set[int] = set()
+        out: list[tuple[str, bytes | None]] = []
+        deadline = time.monotonic() + 30
+        while len(at_end) < len(parts) and time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                at_end.add(msg.partition())
+                continue
+            key = crec.decode_key(msg.key() or b"")
+            if key is not None and key.type == crec.REGULAR_EXPRESSION and key.group == group:
+                out.append((key.member or "", msg.value()))
+        assert len(at_end) == len(parts), "did not reach the end of __consumer_offsets"
+        return out
+    finally:
+        c.close()
 
 
 def test_members_survive_a_broker_restart(broker_factory: BrokerFactory,

@@ -46,6 +46,9 @@ class MetadataCache:
         #: topic's Metadata response entry, encoded): a full Metadata request re-encodes
         #: only the topics that changed (handlers/metadata.py)
         self.encoded_topics: dict[tuple[str, int], tuple[TopicRecord, object, object]] = {}
+        #: counts topics created (a new name, or a name re-created with a new id): the
+        #: consumer group coordinator resolves subscribed regexes again when it moved
+        self.topics_created = 0
 
     # --- updates (from whoever learns of a change) --------------------------------
     def set_brokers(self, brokers: list[BrokerEndpoint]) -> None:
@@ -58,6 +61,8 @@ class MetadataCache:
         old = self.topics.get(record.name)
         if old is not None and old.topic_id != record.topic_id:
             self._names_by_id.pop(old.topic_id, None)
+        if old is None or old.topic_id != record.topic_id:
+            self.topics_created += 1
         self.topics[record.name] = record
         self._names_by_id[record.topic_id] = record.name
 

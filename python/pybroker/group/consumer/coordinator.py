@@ -13,24 +13,28 @@ owner only after its old owner has let it go. Every change is appended to
 
 Groups share the classic coordinator's table (`Group.consumer` holds this state,
 `Group.offsets` the committed offsets), so group ids, offsets and admin requests
-have one home. Regex subscriptions use Python's `re` (Kafka uses RE2/J; the
-common syntax is the same) and fully match topic names, internal topics excluded.
+have one home. A subscribed regex is resolved as Kafka 4 does, off the heartbeat
+(regexes.py): the heartbeat that brings a new regex assigns the literal topic names
+at once and schedules the resolution; its result is kept as group state (a
+ConsumerGroupRegularExpression record per regex), bumps the group epoch when the
+matched topics changed, and a later heartbeat gets the new target. A group's
+regexes are resolved again, at most once per MIN_REFRESH_INTERVAL_MS, when one is
+unresolved, topics were created since, or group.consumer.regex.refresh.interval.ms
+passed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import struct
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pybroker.admin.internal_topics import INTERNAL_TOPICS
 from pybroker.errors import ErrorCode
 from pybroker.group.consumer import records as crec
-from pybroker.group.consumer import replay
+from pybroker.group.consumer import regexes, replay
 from pybroker.group.consumer.assignors import ASSIGNORS
 from pybroker.group.consumer.describe import described_group, not_described
 from pybroker.group.consumer.state import (
@@ -61,6 +65,9 @@ class ConsumerGroupConfig:
     session_timeout_ms: int = 45000
     heartbeat_interval_ms: int = 5000
     max_size: int = 2147483647
+    #: group.consumer.regex.refresh.interval.ms: a group's regexes are resolved again
+    #: at least this often even when no topic was created
+    regex_refresh_interval_ms: int = 600000
 
     @classmethod
     def from_broker(cls, config: BrokerConfig) -> ConsumerGroupConfig:
@@ -76,7 +83,8 @@ class ConsumerGroupConfig:
                       config["group.consumer.max.session.timeout.ms"])
         interval = min(max(interval, config["group.consumer.min.heartbeat.interval.ms"]),
                        config["group.consumer.max.heartbeat.interval.ms"])
-        return cls(assignors, session, interval, config["group.consumer.max.size"])
+        return cls(assignors, session, interval, config["group.consumer.max.size"],
+                   config["group.consumer.regex.refresh.interval.ms"])
 
 
 class HeartbeatError(Exception):
@@ -101,6 +109,14 @@ class ConsumerGroupCoordinator:
         #: a group's value of a group config (admin/group_configs.py: its override, else
         #: the broker's default); None: the broker defaults in self.config only
         self.group_config: Callable[[str, str], Any] | None = None
+        #: where regex resolutions run (off the heartbeat)
+        self.executor: regexes.LoopExecutor | regexes.ManualExecutor = regexes.LoopExecutor()
+        #: the topic view's creation count last seen, and the version (wall-clock ms,
+        #: strictly increasing) given to the topics since: a resolution older than it
+        #: may miss a topic (None: nothing seen yet, so every loaded resolution is old,
+        #: as a new Kafka coordinator treats its first metadata image as all new)
+        self._created_seen: int | None = None
+        self._topics_version = 0
 
     def session_timeout_ms(self, group_id: str) -> int:
         """The group's consumer.session.timeout.ms (KIP-848 group config)."""
@@ -163,13 +179,10 @@ class ConsumerGroupCoordinator:
                                  f"ServerAssignor {assignor} is not supported. Supported "
                                  f"assignors: {', '.join(self.config.assignors)}.")
         regex = body.get("subscribed_topic_regex")
-        if regex is not None:
-            try:
-                re.compile(regex)
-            except re.error as exc:
-                raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                                     f"SubscribedTopicRegex `{regex}` is not a valid regular "
-                                     f"expression: {exc}.") from None
+        if regex and (reason := regexes.invalid_reason(regex)) is not None:
+            raise HeartbeatError(ErrorCode.INVALID_REGULAR_EXPRESSION,
+                                 f"SubscribedTopicRegex `{regex}` is not a valid regular "
+                                 f"expression: {reason}.")
 
     def _heartbeat(self, body: Body, version: int, client_id: str, client_host: str) -> Body:
         self._validate(body, version)
@@ -189,6 +202,7 @@ class ConsumerGroupCoordinator:
         if is_new:
             member.client_id, member.client_host = client_id, client_host
         changed = self._update_member(member, body)
+        resolve = self._regex_changed(group, old.subscribed_topic_regex, member, records)
         if is_new or changed:
             records.append((crec.key(crec.MEMBER_METADATA, group_id, member.member_id),
                             crec.member_metadata_value(self._metadata_of(member))))
@@ -210,6 +224,7 @@ class ConsumerGroupCoordinator:
         if self._assignment_changed(old, member) or is_new:
             records.append(self._current_assignment_record(group_id, member))
         self._append(group_id, records)
+        self._maybe_resolve(group, resolve)
         send_assignment = (is_new or self._assignment_changed(old, member)
                            or (owned is not None and owned != owned_pairs(member.assigned)))
         return {
@@ -350,23 +365,123 @@ class ConsumerGroupCoordinator:
                                    member.server_assignor)
 
     # --- subscriptions and the target assignment ---------------------------------------
-    def _member_topics(self, member: ConsumerMember,
-                       topics: dict[str, tuple[uuid.UUID, int]]) -> set[str]:
+    @staticmethod
+    def _member_topics(member: ConsumerMember, topics: dict[str, tuple[uuid.UUID, int]],
+                       resolved: dict[str, crec.ResolvedRegex]) -> set[str]:
+        """The member's literal topic names and what its regex resolved to (nothing
+        while unresolved), those that exist."""
         names = {t for t in member.subscribed_topic_names if t in topics}
-        if member.subscribed_topic_regex:
-            try:
-                pattern = re.compile(member.subscribed_topic_regex)
-            except re.error:
-                return names
-            names |= {t for t in topics if t not in INTERNAL_TOPICS and pattern.fullmatch(t)}
+        regex = member.subscribed_topic_regex
+        if regex and regex in resolved:
+            names |= {t for t in resolved[regex].topics if t in topics}
         return names
 
-    def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[uuid.UUID, int]]:
+    def _subscription_metadata(self, group: ConsumerGroup,
+                               resolved: dict[str, crec.ResolvedRegex] | None = None
+                               ) -> dict[str, tuple[uuid.UUID, int]]:
         topics = self.topics.topics()
+        if resolved is None:
+            resolved = group.resolved_regexes
         subscribed: set[str] = set()
         for member in group.members.values():
-            subscribed |= self._member_topics(member, topics)
+            subscribed |= self._member_topics(member, topics, resolved)
         return {name: topics[name] for name in sorted(subscribed)}
+
+    # --- regex subscriptions (resolved off the heartbeat) -------------------------------
+    def _regex_changed(self, group: ConsumerGroup, old_regex: str | None,
+                       member: ConsumerMember, records: list[Record]) -> bool:
+        """Book a member's change of regex: the old one's resolution goes when no
+        member subscribes with it any more; True when the new one is new to the group
+        (it must be resolved)."""
+        new_regex = member.subscribed_topic_regex
+        if old_regex == new_regex:
+            return False
+        if old_regex:
+            self._drop_regex_if_unused(group, old_regex, records)
+        return bool(new_regex) and \
+            group.regex_subscribers(new_regex, exclude=member.member_id) == 0
+
+    @staticmethod
+    def _drop_regex_if_unused(group: ConsumerGroup, regex: str, records: list[Record]) -> None:
+        if group.regex_subscribers(regex) == 0 and regex in group.resolved_regexes:
+            del group.resolved_regexes[regex]
+            records.append((crec.key(crec.REGULAR_EXPRESSION, group.group_id, regex), None))
+
+    def topics_version(self) -> int:
+        """The version of the topic names: moves (to the wall-clock ms, strictly
+        increasing) whenever a topic was created since the last look."""
+        created = self.topics.created()
+        if created != self._created_seen:
+            self._created_seen = created
+            self._topics_version = max(int(self.parent.wall()), self._topics_version + 1)
+        return self._topics_version
+
+    def _maybe_resolve(self, group: ConsumerGroup, required: bool) -> None:
+        """Schedule a resolution of the group's regexes when one is unresolved (or
+        just brought), topics were created since the last one, or the refresh
+        interval passed; never while one runs, nor within MIN_REFRESH_INTERVAL_MS of
+        the last (Kafka aligns a group's refreshes so they cost one rebalance)."""
+        subscribed = group.subscribed_regexes()
+        if not subscribed or self.executor.is_scheduled(group.group_id):
+            return
+        now = int(self.parent.wall())
+        last = group.last_regex_refresh_ms()
+        if last is not None and now <= last + regexes.MIN_REFRESH_INTERVAL_MS:
+            return
+        version = self.topics_version()
+        required = (required or subscribed != set(group.resolved_regexes)
+                    or any(r.version < version for r in group.resolved_regexes.values())
+                    or (last is not None
+                        and now > last + self.config.regex_refresh_interval_ms))
+        if not required:
+            return
+        names = self.topics.names()
+        wanted = sorted(subscribed)
+        log.debug("group %s: resolving regexes %s over %d topics", group.group_id, wanted,
+                  len(names))
+        self.executor.schedule(
+            group.group_id, lambda: regexes.resolve(wanted, names),
+            lambda result: self._resolved(group, version, now, result))
+
+    def _resolved(self, group: ConsumerGroup, version: int, started_ms: int,
+                  result: dict[str, frozenset[str]] | None) -> None:
+        """Apply a finished resolution (Kafka's handleRegularExpressionsResult):
+        record each still-subscribed regex's topics, and bump the group epoch when
+        what they match or the subscribed topics' metadata changed, so the next
+        heartbeat computes a new target."""
+        gid = group.group_id
+        holder = self.parent.groups.get(gid)
+        if result is None or holder is None or holder.consumer is not group \
+                or self.parent.coordinator_error(gid) is not None:
+            return  # failed, or the group died or moved meanwhile
+        resolved = dict(group.resolved_regexes)
+        records: list[Record] = []
+        bump = False
+        for regex, topics in sorted(result.items()):
+            if group.regex_subscribers(regex) == 0:
+                continue  # unsubscribed meanwhile
+            previous = resolved.get(regex)
+            bump |= previous is None or previous.topics != topics
+            resolved[regex] = crec.ResolvedRegex(topics, version, started_ms)
+            records.append((crec.key(crec.REGULAR_EXPRESSION, gid, regex),
+                            crec.regex_value(resolved[regex])))
+        metadata = self._subscription_metadata(group, resolved)
+        if metadata != group.subscription_metadata:
+            bump = True
+            records.append((crec.key(crec.PARTITION_METADATA, gid),
+                            crec.partition_metadata_value(metadata)))
+        if bump:
+            records.append((crec.key(crec.GROUP_METADATA, gid),
+                            crec.epoch_value(group.group_epoch + 1)))
+        try:
+            self._append(gid, records)
+        except HeartbeatError:
+            return  # logged; a later heartbeat resolves again
+        group.resolved_regexes = resolved
+        group.subscription_metadata = metadata
+        if bump:
+            group.group_epoch += 1
+            log.info("group %s: regexes resolved, group epoch %d", gid, group.group_epoch)
 
     def _select_assignor(self, group: ConsumerGroup) -> str:
         """The assignor most members ask for (Kafka's rule), else the first configured."""
@@ -381,9 +496,9 @@ class ConsumerGroupCoordinator:
     def _compute_target(self, group: ConsumerGroup) -> list[Record]:
         topics = self.topics.topics()
         name = self._select_assignor(group)
-        subscriptions = {m.member_id: frozenset(topics[t][0]
-                                                for t in self._member_topics(m, topics))
-                         for m in group.members.values()}
+        subscriptions = {m.member_id: frozenset(
+            topics[t][0] for t in self._member_topics(m, topics, group.resolved_regexes))
+            for m in group.members.values()}
         counts = {topic_id: count for topic_id, count in group.subscription_metadata.values()}
         target = ASSIGNORS[name](subscriptions, counts, group.target)
         records: list[Record] = []
@@ -487,6 +602,8 @@ class ConsumerGroupCoordinator:
             records.append((crec.key(record_type, gid, member.member_id), None))
         group.members.pop(member.member_id, None)
         group.target.pop(member.member_id, None)
+        if member.subscribed_topic_regex:
+            self._drop_regex_if_unused(group, member.subscribed_topic_regex, records)
         metadata = self._subscription_metadata(group)
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata

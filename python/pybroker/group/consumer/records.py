@@ -19,11 +19,15 @@ written), led by an int16 value version 0:
     8 ConsumerGroupCurrentMemberAssignmentKey group, member -> MemberEpoch, PreviousMemberEpoch,
                                                             State int8, AssignedPartitions [],
                                                             PartitionsPendingRevocation []
+   16 ConsumerGroupRegularExpressionKey   group, regex   -> Topics []string, Version int64,
+                                                            Timestamp int64
 
 A null value (tombstone) deletes the record: a member that left, a group deleted.
 Writes go in Kafka's order so that a replay rebuilds the same group: member
 metadata and group epoch, then target assignment members and its epoch, then
-current assignments.
+current assignments. A resolved regular expression (16) is group state of its own:
+the topics a subscribed regex matched, the metadata version it was resolved against
+and when (Kafka's coordinator resolves regexes off the heartbeat and keeps them so).
 """
 
 from __future__ import annotations
@@ -40,8 +44,11 @@ MEMBER_METADATA = 5
 TARGET_ASSIGNMENT_METADATA = 6
 TARGET_ASSIGNMENT_MEMBER = 7
 CURRENT_MEMBER_ASSIGNMENT = 8
-RECORD_TYPES = range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1)
+REGULAR_EXPRESSION = 16
+RECORD_TYPES = (*range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1), REGULAR_EXPRESSION)
 MEMBER_RECORD_TYPES = (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT)
+#: record types whose key has a second string after the group: a member id or a regex
+TWO_STRING_KEYS = (*MEMBER_RECORD_TYPES, REGULAR_EXPRESSION)
 
 #: topic id -> partitions
 Assignment = dict[uuid.UUID, frozenset[int]]
@@ -51,6 +58,7 @@ Assignment = dict[uuid.UUID, frozenset[int]]
 class ConsumerKey:
     type: int
     group: str
+    #: the member id, or the regular expression of a REGULAR_EXPRESSION key
     member: str | None = None
 
 
@@ -64,6 +72,15 @@ class MemberMetadata:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedRegex:
+    """ConsumerGroupRegularExpressionValue: what a regex matched, the topics
+    version (ms) it was resolved against, and when (wall-clock ms)."""
+    topics: frozenset[str]
+    version: int
+    timestamp_ms: int
 
 
 @dataclasses.dataclass
@@ -119,8 +136,9 @@ def _value_reader(data: bytes) -> _Reader:
 
 # --- keys -----------------------------------------------------------------------------
 def key(record_type: int, group: str, member: str | None = None) -> bytes:
+    """`member` is the member id, or the regex of a REGULAR_EXPRESSION key."""
     out = struct.pack(">h", record_type) + _string(group)
-    if record_type in MEMBER_RECORD_TYPES:
+    if record_type in TWO_STRING_KEYS:
         out += _string(member or "")
     return out
 
@@ -132,7 +150,7 @@ def decode_key(data: bytes) -> ConsumerKey | None:
     if record_type not in RECORD_TYPES:
         return None
     group = r.string() or ""
-    member = r.string() or "" if record_type in MEMBER_RECORD_TYPES else None
+    member = r.string() or "" if record_type in TWO_STRING_KEYS else None
     return ConsumerKey(record_type, group, member)
 
 
@@ -214,3 +232,16 @@ def decode_current_assignment_value(data: bytes) -> CurrentAssignment:
     assigned = _read_topic_partitions(r)
     pending = _read_topic_partitions(r)
     return CurrentAssignment(epoch, previous, state, assigned, pending)
+
+
+def regex_value(resolved: ResolvedRegex) -> bytes:
+    topics = sorted(resolved.topics)
+    return b"".join([struct.pack(">h", 0), _uvarint(len(topics) + 1),
+                     *(_cstring(t) for t in topics),
+                     struct.pack(">qq", resolved.version, resolved.timestamp_ms), b"\x00"])
+
+
+def decode_regex_value(data: bytes) -> ResolvedRegex:
+    r = _value_reader(data)
+    topics = frozenset(r.string() or "" for _ in range(max(r.array_len(), 0)))
+    return ResolvedRegex(topics, r.take(">q"), r.take(">q"))

@@ -26,6 +26,12 @@ def apply(key: crec.ConsumerKey, value: bytes | None, groups: dict[str, Consumer
         group.subscription_metadata = ({} if value is None
                                        else crec.decode_partition_metadata_value(value))
         return
+    if t == crec.REGULAR_EXPRESSION:
+        if value is None:
+            group.resolved_regexes.pop(key.member or "", None)
+        else:
+            group.resolved_regexes[key.member or ""] = crec.decode_regex_value(value)
+        return
     if t == crec.TARGET_ASSIGNMENT_METADATA:
         group.assignment_epoch = 0 if value is None else crec.decode_epoch_value(value)
         return
@@ -69,6 +75,8 @@ def tombstones(group: ConsumerGroup) -> list[Record]:
         for record_type in (crec.CURRENT_MEMBER_ASSIGNMENT, crec.TARGET_ASSIGNMENT_MEMBER,
                             crec.MEMBER_METADATA):
             records.append((crec.key(record_type, gid, member_id), None))
+    for regex in group.resolved_regexes:
+        records.append((crec.key(crec.REGULAR_EXPRESSION, gid, regex), None))
     for record_type in (crec.TARGET_ASSIGNMENT_METADATA, crec.PARTITION_METADATA,
                         crec.GROUP_METADATA):
         records.append((crec.key(record_type, gid), None))

@@ -14,7 +14,7 @@ import dataclasses
 import enum
 import uuid
 
-from pybroker.group.consumer.records import Assignment
+from pybroker.group.consumer.records import Assignment, ResolvedRegex
 
 #: a static member that left with epoch -2: its assignment is kept for its return
 LEAVE_STATIC_EPOCH = -2
@@ -72,6 +72,9 @@ class ConsumerGroup:
         self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
         #: the assignor of the current target assignment
         self.assignor = ""
+        #: subscribed regex -> the topics it matched when last resolved (resolved off the
+        #: heartbeat; a regex not in here yet contributes no topics)
+        self.resolved_regexes: dict[str, ResolvedRegex] = {}
 
     def __repr__(self) -> str:
         return (f"ConsumerGroup({self.group_id!r}, {self.state}, epoch={self.group_epoch}, "
@@ -96,6 +99,19 @@ class ConsumerGroup:
             if member.instance_id == instance_id:
                 return member
         return None
+
+    def regex_subscribers(self, regex: str, exclude: str | None = None) -> int:
+        """How many members (other than `exclude`) subscribe with `regex`."""
+        return sum(1 for m in self.members.values()
+                   if m.subscribed_topic_regex == regex and m.member_id != exclude)
+
+    def subscribed_regexes(self) -> set[str]:
+        return {m.subscribed_topic_regex for m in self.members.values()
+                if m.subscribed_topic_regex}
+
+    def last_regex_refresh_ms(self) -> int | None:
+        """When the regexes were last resolved (they are resolved together)."""
+        return max((r.timestamp_ms for r in self.resolved_regexes.values()), default=None)
 
     def owners(self, exclude: str) -> set[tuple[uuid.UUID, int]]:
         """Partitions other members still hold (assigned or not yet revoked)."""
