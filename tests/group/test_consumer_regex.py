@@ -218,3 +218,22 @@ def test_a_resolution_for_a_group_that_went_away_is_dropped() -> None:
     assert s.executor.run_all() == 1
     group = s.co.consumer.group("g")
     assert group is not None and group.resolved_regexes == {} and s.regex_records() == []
+
+
+def test_a_resolution_drops_a_regex_no_member_uses() -> None:
+    s = Setup()
+    s.hb("a", 0, regex="orders-.*")
+    s.executor.run_all()
+    assert s.got(s.hb("a", 1, owned=set())) == ORDERS
+    group = s.co.consumer.group("g")
+    assert group is not None
+    # as if the tombstone of an old regex had not been written
+    group.resolved_regexes["gone-.*"] = crec.ResolvedRegex(frozenset(), 0, 0)
+    s.clock.now += MIN_REFRESH_INTERVAL_MS + 1
+    s.hb("a", 2, owned=ORDERS)
+    assert s.executor.run_all() == 1
+    assert set(group.resolved_regexes) == {"orders-.*"}
+    assert ("gone-.*", None) in s.regex_records()
+    s.clock.now += MIN_REFRESH_INTERVAL_MS + 1
+    s.hb("a", 2, owned=ORDERS)
+    assert not s.executor.pending  # nothing left to resolve

@@ -457,6 +457,11 @@ class ConsumerGroupCoordinator:
         resolved = dict(group.resolved_regexes)
         records: list[Record] = []
         bump = False
+        for regex in [r for r in resolved if group.regex_subscribers(r) == 0]:
+            # no member uses it (a tombstone that never made it): else it would look
+            # unresolved-for-ever and bring a resolution every 10 s
+            del resolved[regex]
+            records.append((crec.key(crec.REGULAR_EXPRESSION, gid, regex), None))
         for regex, topics in sorted(result.items()):
             if group.regex_subscribers(regex) == 0:
                 continue  # unsubscribed meanwhile
