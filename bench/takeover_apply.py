@@ -98,10 +98,13 @@ async def run(args: argparse.Namespace, data: Path) -> dict[str, object]:
     done = True
     await prober
     led = sum(p.is_leader for p in replicas.partitions.values())
+    recording = getattr(replicas, "epochs_recording_s", None)
     logs.shutdown()
     lags.sort()
     return {"mode": mode, "partitions": len(replicas.partitions), "takeovers": led,
-            "apply_s": round(took, 3), "loop_lag_max_ms": round(lags[-1], 1),
+            "apply_s": round(took, 3),
+            "epochs_recording_s": None if recording is None else round(recording, 3),
+            "loop_lag_max_ms": round(lags[-1], 1),
             "loop_lag_p99_ms": round(lags[int(len(lags) * 0.99)], 1),
             "loadavg": [round(x, 2) for x in os.getloadavg()]}
 

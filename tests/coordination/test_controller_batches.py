@@ -22,6 +22,7 @@ from pybroker.config import BrokerConfig
 from pybroker.controller import controller as controller_module
 from pybroker.controller.controller import PREFERRED, Controller
 from pybroker.coordination import zktopics
+from pybroker.coordination import znodes as zn
 from pybroker.coordination.base import (
     CoordinationBackend,
     StateUpdate,
@@ -135,6 +136,42 @@ async def test_controlled_shutdown_moves_partitions_in_batches(
         assert remaining == []
         # broker 2 is in all 200 partitions' ISRs: 200 state changes, 4 multis
         assert counter.count <= math.ceil(len(setup.keys) / BATCH), counter.count
+        check_without(2, before, await setup.states(), set())
+
+
+@pytest.mark.parametrize("backend_kind", ["zookeeper"])
+async def test_controlled_shutdown_writes_the_leaderships_before_the_isrs(
+        cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every multi moving a leadership is sent before any that only takes the broker out
+    of an ISR (Kafka's order: the elections, then the replicas offline), so the
+    leaderships have moved after a third of the writes at RF 3, not as the last topic's
+    are written; the states end the same."""
+    monkeypatch.setattr(zktopics, "STATE_OPS_PER_MULTI", BATCH)
+    async with running(cluster, tmp_path) as setup:
+        before = await setup.states()
+        led = {zn.partition_state_path(t, p) for (t, p), s in before.items()
+               if s.state.leader == 2}
+        assert 0 < len(led) < len(before)
+        sent: list[list[str]] = []  # each multi's state paths, in the order sent
+        kazoo = setup.backend.zk.kazoo  # type: ignore[attr-defined]
+        call, chroot = kazoo._call, kazoo.chroot or ""
+
+        def recorded(request: Any, async_object: Any) -> Any:
+            if request.type == MultiCounter.MULTI:
+                sent.append([path[len(chroot):] for path, _, _ in request.writes])
+            return call(request, async_object)
+
+        kazoo._call = recorded
+
+        remaining = await setup.controller.controlled_shutdown(2, setup.epochs[2])
+
+        assert remaining == []
+        order = [path in led for multi in sent for path in multi]
+        assert sorted(order, reverse=True) == order, [sum(m in led for m in x) for x in sent]
+        assert sum(order) == len(led) and len(order) == len(before)
+        # the moves fill whole multis before the first ISR-only one
+        assert len(sent) <= math.ceil(len(led) / BATCH) + math.ceil(
+            (len(before) - len(led)) / BATCH)
         check_without(2, before, await setup.states(), set())
 
 
