@@ -37,7 +37,7 @@ class RequestDeadline:
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
+        task = asyncio.current_task(loop)  # the loop given: no second lookup of it
         assert task is not None, "a request runs in a task"
         self._task = task
         self._cancelling = task.cancelling()

@@ -39,9 +39,10 @@ LOWAT_MAX_BYTES = 1 << 20
 class Transport(Protocol):
     async def send(self, data: bytes) -> None: ...
 
-    async def receive_into(self, view: memoryview) -> int:
-        """Receive at least one byte into `view`, at most len(view); how many.
-        anyio.EndOfStream when the peer closed."""
+    async def receive_into(self, view: memoryview, need: int | None = None) -> int:
+        """Receive at least one byte into `view`, at most len(view); how many. `need`
+        (default len(view)) is how many the caller cannot do without: the wake-up may
+        wait for that many, never for more. anyio.EndOfStream when the peer closed."""
         ...
 
     async def aclose(self) -> None: ...
@@ -95,14 +96,14 @@ class SocketTransport:
             except BlockingIOError:
                 await anyio.wait_writable(self._sock)
 
-    async def receive_into(self, view: memoryview) -> int:
-        """As Transport's; the caller asks for exactly what it still needs (the rest
-        of a frame), so the kernel may hold the wake-up until that much is there."""
+    async def receive_into(self, view: memoryview, need: int | None = None) -> int:
+        """As Transport's: the kernel may hold the wake-up until `need` bytes (the rest
+        of a frame) are there."""
         while True:
             try:
                 count = self._sock.recv_into(view)
             except BlockingIOError:
-                self._set_lowat(len(view))
+                self._set_lowat(len(view) if need is None else need)
                 await self._readable.wait()
                 continue
             if count == 0:
@@ -137,7 +138,7 @@ class StreamTransport:
     async def send(self, data: bytes) -> None:
         await self._stream.send(data)
 
-    async def receive_into(self, view: memoryview) -> int:
+    async def receive_into(self, view: memoryview, need: int | None = None) -> int:
         if not self._pending:
             self._pending = memoryview(await self._stream.receive())
         count = min(len(view), len(self._pending))
