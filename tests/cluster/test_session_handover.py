@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 import pytest
@@ -50,7 +51,8 @@ class RecordingPublisher:
     def topic_changed(self, record: TopicRecord, versions: list[int] | None = None) -> None:
         self.handed.append(record)
 
-    async def topics_changed(self, changes: list[tuple[TopicRecord, list[int]]]) -> None:
+    async def topics_changed(self, changes: list[tuple[TopicRecord, list[int]]],
+                             only: Any = None) -> None:
         for record, versions in changes:
             self.topic_changed(record, versions)
 

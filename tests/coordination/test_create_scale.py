@@ -47,7 +47,8 @@ class RecordingPublisher:
         self.applied.append(record.name)
         self.latest[record.name] = record
 
-    async def topics_changed(self, changes: list[tuple[TopicRecord, list[int]]]) -> None:
+    async def topics_changed(self, changes: list[tuple[TopicRecord, list[int]]],
+                             only: Any = None) -> None:
         for record, versions in changes:
             await self.topic_changed(record, versions)
 

@@ -22,9 +22,12 @@ RECORD_S = 0.001
 class _Publisher:
     def __init__(self) -> None:
         self.records: list[TopicRecord] = []
+        self.only: dict[str, Any] = {}
 
-    async def topics_changed(self, changes: list[tuple[TopicRecord, list[int]]]) -> None:
+    async def topics_changed(self, changes: list[tuple[TopicRecord, list[int]]],
+                             only: Any = None) -> None:
         self.records += [record for record, _ in changes]
+        self.only.update(only or {})
 
 
 def test_a_batch_over_many_topics_gives_other_tasks_turns() -> None:
@@ -51,5 +54,7 @@ def test_a_batch_over_many_topics_gives_other_tasks_turns() -> None:
     turns.run(lambda: listener._states_changed(batch))
     assert [r.name for r in publisher.records] == [n for n in names if n != "t7"]
     assert all(r.partitions[0].leader == 1 for r in publisher.records)
+    # the replica layer is told which partitions changed: it applies those alone
+    assert all(list(publisher.only[r.name]) == [0] for r in publisher.records)
     seen = turns.seen
     assert seen[-1] > seen[0], (seen[0], seen[-1])  # turns given during the batch

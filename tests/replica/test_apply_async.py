@@ -280,10 +280,10 @@ def test_a_topic_that_fails_to_apply_does_not_hold_back_the_others_of_its_batch(
     apply_one = ReplicaManager._apply_one
 
     async def failing(self: ReplicaManager, record: TopicRecord,
-                      versions: list[int] | None) -> None:
+                      versions: list[int] | None, subset: list[int] | None = None) -> None:
         if record.name == "b":
             raise OSError("b's dir is gone")
-        await apply_one(self, record, versions)
+        await apply_one(self, record, versions, subset)
 
     monkeypatch.setattr(ReplicaManager, "_apply_one", failing)
     applied: list[str] = []
@@ -298,4 +298,65 @@ def test_a_topic_that_fails_to_apply_does_not_hold_back_the_others_of_its_batch(
     assert all(replicas.get(name, i) is not None and replicas.get(name, i).is_leader
                for name in ("a", "c") for i in range(2))
     assert replicas.get("b", 0) is None
+    logs.shutdown()
+
+
+def test_a_batch_applies_only_the_partitions_whose_states_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A controlled shutdown changes a third of a topic's states at a time (its
+    leaderships, then its ISRs): given the changed partitions, the replica layer applies
+    those and leaves the others as they are, instead of taking every partition's
+    unchanged state again. A topic whose apply failed is applied whole the next time."""
+    logs, fetchers, replicas = _manager(tmp_path)
+    topic_id = uuid.uuid4()
+    size = 30
+
+    def states(leader_of: dict[int, int]) -> TopicRecord:
+        return TopicRecord("t", topic_id, [
+            PartitionState(leader=leader_of.get(i, 1), leader_epoch=1 if i in leader_of else 0,
+                           replicas=[1, 0, 2], isr=[1, 0, 2]) for i in range(size)], {})
+
+    taken: list[int] = []
+    take = ReplicaPartition._take
+
+    def counted(self: ReplicaPartition, state: PartitionState, version: int) -> None:
+        taken.append(self.index)
+        take(self, state, version)
+
+    monkeypatch.setattr(ReplicaPartition, "_take", counted)
+    apply_one = ReplicaManager._apply_one
+    fail = [True]
+
+    async def failing_once(self: ReplicaManager, record: TopicRecord,
+                           versions: list[int] | None, subset: list[int] | None = None
+                           ) -> None:
+        if fail[0]:
+            fail[0] = False
+            raise OSError("a dir went away")
+        await apply_one(self, record, versions, subset)
+
+    async def main() -> None:
+        await replicas.apply_topics_async([(states({}), None)])
+        assert sorted(taken) == list(range(size))
+        taken.clear()
+        # this broker takes over 0 and 3; the record has every partition
+        await replicas.apply_topics_async([(states({0: 0, 3: 0}), None)], only={"t": [0, 3]})
+        assert sorted(taken) == [0, 3]
+        assert [i for i in range(size) if replicas.get("t", i).is_leader] == [0, 3]
+        assert not _fetched(fetchers, ("t", 0)) and _fetched(fetchers, ("t", 1))
+        taken.clear()
+        monkeypatch.setattr(ReplicaManager, "_apply_one", failing_once)
+        with pytest.raises(OSError):
+            await replicas.apply_topics_async([(states({0: 0, 3: 0, 5: 0}), None)],
+                                              only={"t": [5]})
+        await replicas.apply_topics_async([(states({0: 0, 3: 0, 5: 0}), None)],
+                                          only={"t": [5]})
+        assert sorted(taken) == list(range(size))  # the failed topic, whole again
+        taken.clear()
+        await replicas.apply_topics_async([(states({0: 0, 3: 0, 5: 0}), None)],
+                                          only={"t": [7]})
+        assert taken == [7]  # applied whole once: subsets again
+
+    anyio.run(main)
+    assert [i for i in range(size) if replicas.get("t", i).is_leader] == [0, 3, 5]
     logs.shutdown()

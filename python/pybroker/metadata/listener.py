@@ -110,7 +110,9 @@ class MetadataListener:
         """Partition states changed, of one topic or many (seen together: a
         controller's batch, say every leadership of a broker in controlled shutdown):
         each topic is applied once for all of its changes, and the topics in one pass
-        (the replica layer records the leader epochs of every takeover together)."""
+        (the replica layer records the leader epochs of every takeover together). The
+        replica layer applies the changed partitions alone: a controlled shutdown
+        changes a third of a topic's states at a time (its leaderships, then its ISRs)."""
         for topic, changes in batch.items():
             for partition, state in changes.items():
                 if state is None:
@@ -128,7 +130,8 @@ class MetadataListener:
             if name in self.assignments:
                 records.append(self._record(name))
         if records:
-            await self.publisher.topics_changed(records)
+            await self.publisher.topics_changed(
+                records, {name: list(changes) for name, changes in batch.items()})
 
     async def _session_reestablished(self) -> None:
         """A new session after a lost one (run after the watches were re-read). The

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Collection, Mapping
 
 from pybroker.coordination.base import TopicRecord
 from pybroker.metadata.cache import BrokerEndpoint, MetadataCache
@@ -52,17 +53,20 @@ class MetadataPublisher:
         self.metadata.update_topic(record)
         self.purgatory.notify(topic_key(record.name))
 
-    async def topics_changed(self, changes: list[tuple[TopicRecord, list[int]]]) -> None:
+    async def topics_changed(self, changes: list[tuple[TopicRecord, list[int]]],
+                             only: Mapping[str, Collection[int]] | None = None) -> None:
         """topic_changed for several topics at once (their states changed together), in
         one pass of the replica layer: a controlled shutdown's leaderships over every
-        topic take one round of leader-epoch checkpoint writes, not one per topic."""
+        topic take one round of leader-epoch checkpoint writes, not one per topic.
+        `only`: of a topic named there, the partitions whose states changed (the
+        replica layer applies those alone; the cache takes the whole record)."""
         started = time.monotonic()
         before = self.replicas.leadership_changes
         recording = self.replicas.epochs_recording_s
-        if len(changes) == 1:
+        if len(changes) == 1 and only is None:
             await self.topic_changed(*changes[0])
         else:
-            await self._topics_changed(changes)
+            await self._topics_changed(changes, only)
         took, gave = (now - was for now, was in zip(self.replicas.leadership_changes, before,
                                                      strict=True))
         if took or gave:
@@ -72,7 +76,8 @@ class MetadataPublisher:
                      "recorded in %.3f s)", len(changes), took, gave, time.monotonic() - started,
                      self.replicas.epochs_recording_s - recording)
 
-    async def _topics_changed(self, changes: list[tuple[TopicRecord, list[int]]]) -> None:
+    async def _topics_changed(self, changes: list[tuple[TopicRecord, list[int]]],
+                              only: Mapping[str, Collection[int]] | None) -> None:
         pace = LoopSlice()  # thousands of partitions: the loop gets turns meanwhile
         for record, _ in changes:
             await pace.pause_if_due()
@@ -83,7 +88,7 @@ class MetadataPublisher:
             self.metadata.update_topic(record)
             self.purgatory.notify(topic_key(record.name))
 
-        await self.replicas.apply_topics_async(changes, applied)
+        await self.replicas.apply_topics_async(changes, applied, only)
 
     def topic_deleted(self, name: str) -> None:
         self.metadata.remove_topic(name)

@@ -14,12 +14,12 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Collection, Generator, Iterable, Mapping
 from typing import NamedTuple
 
 import anyio
 
-from pybroker.coordination.base import TopicRecord
+from pybroker.coordination.base import PartitionState, TopicRecord
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.log.manager import LogManager, UnreadablePartitionMetadata
 from pybroker.log.partition import Partition
@@ -118,6 +118,9 @@ class ReplicaManager:
         #: leader.replication.throttled.rate over the throttled replicas' traffic
         self.leader_quota = ReplicationQuota(
             lambda: logs.config["leader.replication.throttled.rate"])
+        #: topics whose last apply raised: applied whole the next time, not only the
+        #: partitions whose states changed
+        self._apply_failed: set[str] = set()
         #: partitions this broker is taking the lead of (a state naming it leader is
         #: being applied: fetching stopped, leader epoch being recorded): set once the
         #: state is applied, led or not. Produce requests for them wait for it
@@ -195,16 +198,25 @@ class ReplicaManager:
         await self.apply_topics_async([(record, versions)])
 
     async def apply_topics_async(self, changes: list[tuple[TopicRecord, list[int] | None]],
-                                 applied: Callable[[TopicRecord], None] | None = None
+                                 applied: Callable[[TopicRecord], None] | None = None,
+                                 only: Mapping[str, Collection[int]] | None = None
                                  ) -> None:
         """apply_topic_async for several topics in one pass (Kafka's becomeLeaderOrFollower
         over one LeaderAndIsr request): the leader epochs of every partition taken over
         here, whatever its topic, are recorded in one worker-thread call, their
         checkpoints written and fsynced side by side (_record_epochs), then each topic is
-        applied in turn; `applied(record)` after each."""
-        taking = self._start_takeovers([record for record, _ in changes])
+        applied in turn; `applied(record)` after each.
+
+        With `only`, a topic named there is applied for those partitions alone (the
+        ones whose states changed; the record still has them all, for the cache): a
+        controlled shutdown's batches change a third of a topic's states at a time, and
+        re-applying the other two thirds unchanged was most of the pass (issue 25). A
+        topic whose last apply failed is applied whole again."""
+        subsets = self._subsets([record for record, _ in changes], only)
+        taking = self._start_takeovers([record for record, _ in changes], subsets)
         try:
-            leading = self._stop_fetching_takeovers([record for record, _ in changes])
+            leading = self._stop_fetching_takeovers([record for record, _ in changes],
+                                                    subsets)
             if leading:
                 started = time.monotonic()
                 await anyio.to_thread.run_sync(_record_epochs, leading)
@@ -212,16 +224,19 @@ class ReplicaManager:
             failed: Exception | None = None
             for record, versions in changes:
                 try:
-                    await self._apply_one(record, versions)
+                    await self._apply_one(record, versions, subsets.get(record.name))
                 except Exception as exc:  # noqa: BLE001 - the other topics are applied all
                     # the same (as when each topic was its own watch callback); raised once
                     # they are
                     log.error("applying the partition states of topic %s failed: %r",
                               record.name, exc)
+                    self._apply_failed.add(record.name)
                     failed = failed or exc
                     continue
                 finally:
                     self._end_takeovers(taking, record.name)
+                if record.name not in subsets:
+                    self._apply_failed.discard(record.name)
                 if applied is not None:
                     applied(record)
             if failed is not None:
@@ -229,14 +244,37 @@ class ReplicaManager:
         finally:
             self._end_takeovers(taking)
 
-    def _start_takeovers(self, records: list[TopicRecord]
+    def _subsets(self, records: list[TopicRecord],
+                 only: Mapping[str, Collection[int]] | None) -> dict[str, list[int]]:
+        """The partitions to apply of each topic that is not applied whole: those of
+        `only` the record has, unless the topic's last apply failed."""
+        if only is None:
+            return {}
+        subsets: dict[str, list[int]] = {}
+        for record in records:
+            indices = only.get(record.name)
+            if indices is not None and record.name not in self._apply_failed:
+                size = len(record.partitions)
+                subsets[record.name] = sorted(i for i in indices if 0 <= i < size)
+        return subsets
+
+    @staticmethod
+    def _states(record: TopicRecord, subset: list[int] | None
+                ) -> Iterable[tuple[int, PartitionState]]:
+        """(index, state) of the record's partitions to apply: all, or `subset`."""
+        if subset is None:
+            return enumerate(record.partitions)
+        return ((i, record.partitions[i]) for i in subset)
+
+    def _start_takeovers(self, records: list[TopicRecord],
+                         subsets: Mapping[str, list[int]] | None = None
                          ) -> dict[str, dict[tuple[str, int], anyio.Event]]:
         """Note the partitions these records give this broker to lead that it does not
         lead now (until_taken_over waits for them), by topic."""
         me = self.broker_id
         started: dict[str, dict[tuple[str, int], anyio.Event]] = {}
         for record in records:
-            for index, state in enumerate(record.partitions):
+            for index, state in self._states(record, (subsets or {}).get(record.name)):
                 if state.leader != me or me not in state.replicas:
                     continue
                 key = (record.name, index)
@@ -288,10 +326,11 @@ class ReplicaManager:
             for event in events:
                 await event.wait()
 
-    async def _apply_one(self, record: TopicRecord, versions: list[int] | None) -> None:
-        opened = await self._prepare(record)
+    async def _apply_one(self, record: TopicRecord, versions: list[int] | None,
+                         subset: list[int] | None = None) -> None:
+        opened = await self._prepare(record, subset)
         started = time.monotonic()
-        steps = self._apply_steps(record, versions)
+        steps = self._apply_steps(record, versions, subset)
         reply: Partition | UnreadablePartitionMetadata | None = None
         while True:
             try:
@@ -320,7 +359,8 @@ class ReplicaManager:
                 await anyio.sleep(0)
                 started = time.monotonic()
 
-    async def _prepare(self, record: TopicRecord) -> dict[int, Partition | Exception]:
+    async def _prepare(self, record: TopicRecord, subset: list[int] | None = None
+                       ) -> dict[int, Partition | Exception]:
         """apply_topic_async's worker-thread work, in two calls whatever the topic's size:
         record the epoch of partitions to be led here that are not led here now, and
         open the logs of partitions new here (with the epoch of those to be led here).
@@ -334,23 +374,26 @@ class ReplicaManager:
         election in election.py keeps the leader and bumps the epoch, but a
         reassignment can) takes it in make_leader on the loop: its producers append
         until then."""
-        leading = self._stop_fetching_takeovers([record])
+        leading = self._stop_fetching_takeovers(
+            [record], None if subset is None else {record.name: subset})
         if leading:
             await anyio.to_thread.run_sync(_record_epochs, leading)
         me = self.broker_id
         wanted = {index: state.leader_epoch if state.leader == me else None
-                  for index, state in enumerate(record.partitions)
+                  for index, state in self._states(record, subset)
                   if me in state.replicas and (record.name, index) not in self.partitions}
         return await self.logs.open_partitions_async(record, wanted) if wanted else {}
 
-    def _stop_fetching_takeovers(self, records: list[TopicRecord]) -> list[_LeadAt]:
+    def _stop_fetching_takeovers(self, records: list[TopicRecord],
+                                 subsets: Mapping[str, list[int]] | None = None
+                                 ) -> list[_LeadAt]:
         """The partitions hosted here that these records give this broker to lead and
         that it does not lead yet at that epoch: each stops being fetched now (so
         nothing appends to its log while its epoch is recorded) and gets a _LeadAt."""
         me = self.broker_id
         leading: list[_LeadAt] = []
         for record in records:
-            for index, state in enumerate(record.partitions):
+            for index, state in self._states(record, (subsets or {}).get(record.name)):
                 if state.leader != me or me not in state.replicas:
                     continue
                 partition = self.partitions.get((record.name, index))
@@ -362,13 +405,15 @@ class ReplicaManager:
                 leading.append(_LeadAt(partition, state.leader_epoch))
         return leading
 
-    def _apply_steps(self, record: TopicRecord, versions: list[int] | None
+    def _apply_steps(self, record: TopicRecord, versions: list[int] | None,
+                     subset: list[int] | None = None
                      ) -> Generator[_Step, Partition | UnreadablePartitionMetadata | None,
                                     None]:
-        """apply_topic's work, one partition a step. A partition whose log is not open
-        yields its index and gets the opened log (or why it cannot be) sent back; one
-        without a leader that this broker is to lead yields a _LeadAt first."""
-        for index, state in enumerate(record.partitions):
+        """apply_topic's work, one partition a step (of `subset`'s, when given). A
+        partition whose log is not open yields its index and gets the opened log (or why
+        it cannot be) sent back; one without a leader that this broker is to lead yields
+        a _LeadAt first."""
+        for index, state in self._states(record, subset):
             yield None
             version = versions[index] if versions is not None else -1
             key = (record.name, index)
