@@ -203,6 +203,7 @@ class Broker:
         txn.bind(ctx)
         listener = MetadataListener(backend, publisher,
                                     inter_broker_listener(config, self.advertised).name)
+        controller.known_states = lambda: listener.states
         isr = IsrManager(replicas, backend, listener, config["replica.lag.time.max.ms"],
                          self.metrics)
         offline_dirs = OfflineDirReporter(broker_id, backend, replicas, logs.failures)

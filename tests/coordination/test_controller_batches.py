@@ -212,6 +212,46 @@ async def test_a_state_changed_meanwhile_is_decided_again_not_lost(
 
 
 @pytest.mark.parametrize("backend_kind", ["zookeeper"])
+async def test_controlled_shutdown_decides_from_the_states_the_broker_holds(
+        cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given the states its broker's listener holds (with their versions), a controlled
+    shutdown reads none back before writing; one the listener holds stale (a leader
+    changed its ISR since) fails its conditional write and is read and decided again
+    from the store, and one it lacks is read: every state ends as when all were read."""
+    monkeypatch.setattr(zktopics, "STATE_OPS_PER_MULTI", BATCH)
+    async with running(cluster, tmp_path) as setup:
+        before = await setup.states()
+        raced = next(k for k, s in before.items() if s.state.leader == 3)
+        lacking = next(k for k, s in before.items() if s.state.leader == 2)
+        old = before[raced]
+        shrunk = LeaderAndIsr(controller_epoch=old.state.controller_epoch, leader=3,
+                              leader_epoch=old.state.leader_epoch,
+                              isr=[r for r in old.state.isr if r != 1])
+        assert isinstance(await setup.others[3].update_partition_state(
+            raced[0], raced[1], shrunk, old.version, None), int)
+        setup.controller.known_states = lambda: {k: v for k, v in before.items()
+                                                 if k != lacking}
+        read: list[list[tuple[str, int]]] = []
+        reader = setup.backend.partition_states_of
+
+        async def reading(partitions: Any) -> Any:
+            wanted = list(partitions)
+            read.append(wanted)
+            return await reader(wanted)
+
+        setup.backend.partition_states_of = reading  # type: ignore[method-assign]
+        remaining = await setup.controller.controlled_shutdown(2, setup.epochs[2])
+
+        assert remaining == []
+        # the one it lacked, then the stale one again: never the 200
+        assert read == [[lacking], [raced]], read
+        setup.backend.partition_states_of = reader  # type: ignore[method-assign]
+        after = await setup.states()
+        check_without(2, before, after, {raced})
+        assert after[raced].state.isr == [r for r in old.state.isr if r not in (1, 2)]
+
+
+@pytest.mark.parametrize("backend_kind", ["zookeeper"])
 async def test_a_dead_brokers_partitions_move_in_batches(
         cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(zktopics, "STATE_OPS_PER_MULTI", BATCH)
