@@ -160,9 +160,13 @@ class BrokerConnection:
             buf[:have] = buf[self._early_start:self._early_end]
             self._early_start = self._early_end = 0
         view = memoryview(buf)
+        # nothing held: the request has just gone out and its answer is not there yet
+        wait_first = not have
         while have < 4:
             # the wake-up waits for the prefix only: the frame may be small
-            have += await self._stream.receive_into(view[have:], 4 - have)
+            have += await self._stream.receive_into(view[have:], 4 - have,
+                                                    wait_first=wait_first)
+            wait_first = False
         (size,) = INT32.unpack_from(view)
         if not 4 <= size <= RESPONSE_BYTES_MAX:
             raise BrokerUnreachable(f"response size {size} from {self}")

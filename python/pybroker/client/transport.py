@@ -39,10 +39,13 @@ LOWAT_MAX_BYTES = 1 << 20
 class Transport(Protocol):
     async def send(self, data: bytes) -> None: ...
 
-    async def receive_into(self, view: memoryview, need: int | None = None) -> int:
+    async def receive_into(self, view: memoryview, need: int | None = None, *,
+                           wait_first: bool = False) -> int:
         """Receive at least one byte into `view`, at most len(view); how many. `need`
         (default len(view)) is how many the caller cannot do without: the wake-up may
-        wait for that many, never for more. anyio.EndOfStream when the peer closed."""
+        wait for that many, never for more. `wait_first`: the caller has just sent a
+        request, so its answer is not there yet; wait for it before the first read.
+        anyio.EndOfStream when the peer closed."""
         ...
 
     async def aclose(self) -> None: ...
@@ -96,9 +99,16 @@ class SocketTransport:
             except BlockingIOError:
                 await anyio.wait_writable(self._sock)
 
-    async def receive_into(self, view: memoryview, need: int | None = None) -> int:
+    async def receive_into(self, view: memoryview, need: int | None = None, *,
+                           wait_first: bool = False) -> int:
         """As Transport's: the kernel may hold the wake-up until `need` bytes (the rest
-        of a frame) are there."""
+        of a frame) are there. With `wait_first` the read that would fail (EAGAIN, and
+        its BlockingIOError) is not made: a follower's every round trip made one right
+        after its request went out (issue 26). The loop's readiness is level-triggered:
+        an answer already there wakes the wait at once."""
+        if wait_first:
+            self._set_lowat(len(view) if need is None else need)
+            await self._readable.wait()
         while True:
             try:
                 count = self._sock.recv_into(view)
@@ -138,7 +148,8 @@ class StreamTransport:
     async def send(self, data: bytes) -> None:
         await self._stream.send(data)
 
-    async def receive_into(self, view: memoryview, need: int | None = None) -> int:
+    async def receive_into(self, view: memoryview, need: int | None = None, *,
+                           wait_first: bool = False) -> int:
         if not self._pending:
             self._pending = memoryview(await self._stream.receive())
         count = min(len(view), len(self._pending))
