@@ -140,9 +140,10 @@ def test_woken_by_one_partition_it_reads_that_one_again() -> None:
     assert len(answers) == PARTITIONS and all(a["error_code"] == 0 for a in answers.values())
     assert answers[17]["records"].length == 200
     assert all(a["records"] == b"" for i, a in answers.items() if i != 17)
-    # a partition not read again was recorded as fetched once, at the first pass
+    # every partition was recorded as fetched once, at the first pass, the one read
+    # again too (a pass after a wait is no new fetch of the follower's, issue 26)
     assert replicas.partitions[("t", 3)].fetched == [5]
-    assert replicas.partitions[("t", 17)].fetched == [5, 5]
+    assert replicas.partitions[("t", 17)].fetched == [5]
 
 
 def test_at_the_deadline_nothing_moved_is_not_read_again() -> None:

@@ -69,6 +69,10 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
     # a follower's fetch woken (or timed out) without an answer reads again only the
     # partitions that changed since its last pass (Repass), not every one it follows
     repass: Repass | None = None
+    # a follower's position is taken from its request once, on the first pass (as Kafka's
+    # readFromLog for a delayed fetch, readFromPurgatory): a pass after a wait reads
+    # what came meanwhile, it is not a new fetch of the follower's (issue 26)
+    first = True
     while True:
         if repass is not None and (read := await repass.reread(ctx, body, follower)):
             topics, total, errors, partitions = read
@@ -80,7 +84,8 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
                 denied = [t for t in requested if not may_read(t["topic"])]
                 requested = [t for t in requested if may_read(t["topic"])]
             topics, total, errors, partitions = await read_all_sliced(
-                ctx, body, follower, consumer_v11, rack, requested)
+                ctx, body, follower, consumer_v11, rack, requested, record_position=first)
+        first = False
         if denied:
             errors = True
             topics += [{"topic": t["topic"], "partitions": [
@@ -129,9 +134,9 @@ class Repass:
     did, was among the event loop's longest stalls (issue 25). This keeps the last
     pass's answers and the state each was read at (`_answer_state`: a few attribute
     reads a partition against a full read); `reread` reads again only the partitions
-    whose state moved, so the answer is what a full pass would give. A partition not
-    read again is not recorded as fetched again either: its fetch offset is the one
-    already recorded at the first pass, within the fetch's max_wait_ms.
+    whose state moved, so the answer is what a full pass would give. No partition is
+    recorded as fetched again (nor is one read again, see handle_fetch): its fetch
+    offset is the one already recorded at the first pass, within the fetch's max_wait_ms.
 
     Any error on a partition read again answers from a full pass instead (the old
     path: the session's topics resolved afresh, as a topic deleted meanwhile needs)."""
@@ -185,7 +190,7 @@ class Repass:
         old_bytes = sum(_records_length(self._topics[self._read[n][0]]["partitions"]
                                         [self._read[n][1]]) for n in moved)
         answered, total, errors, _ = await read_all_sliced(
-            ctx, body, follower, requested=asked)
+            ctx, body, follower, requested=asked, record_position=False)
         if errors:
             return None
         total += self._total - old_bytes
@@ -219,7 +224,7 @@ def leader_hints(ctx: BrokerContext, request: Request,
 async def read_all_sliced(
     ctx: BrokerContext, body: dict[str, Any], follower: int | None = None,
     any_replica: bool = False, client_rack: str = "",
-    requested: list[dict[str, Any]] | None = None,
+    requested: list[dict[str, Any]] | None = None, *, record_position: bool = True,
 ) -> tuple[list[dict[str, Any]], int, bool, list[ReplicaPartition]]:
     """read_all, READ_SLICE_PARTITIONS partitions at a time, letting other tasks in
     whenever READ_SLICE_S has gone: a follower's fetch covers every partition it
@@ -230,7 +235,8 @@ async def read_all_sliced(
     if sum(len(topic["partitions"]) for topic in source) <= READ_SLICE_PARTITIONS:
         # one slice (a consumer, or a follower of a few partitions from this leader):
         # what the loop below would do, without the slicing (issue 26)
-        return read_all(ctx, body, follower, any_replica, client_rack, source)
+        return read_all(ctx, body, follower, any_replica, client_rack, source,
+                        record_position=record_position)
     topics: list[dict[str, Any]] = []
     total = 0
     errors = False
@@ -241,7 +247,8 @@ async def read_all_sliced(
             await anyio.lowlevel.checkpoint()
             started = time.monotonic()
         answered, total, failed, read = read_all(ctx, body, follower, any_replica,
-                                                 client_rack, piece, total)
+                                                 client_rack, piece, total,
+                                                 record_position=record_position)
         for asked, topic in zip(piece, answered, strict=True):
             if asked.get(CONTINUED):  # the rest of a topic cut between slices
                 topics[-1]["partitions"] += topic["partitions"]
@@ -277,7 +284,8 @@ def slices(topics: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, A
 def read_all(
     ctx: BrokerContext, body: dict[str, Any], follower: int | None = None,
     any_replica: bool = False, client_rack: str = "",
-    requested: list[dict[str, Any]] | None = None, total: int = 0,
+    requested: list[dict[str, Any]] | None = None, total: int = 0, *,
+    record_position: bool = True,
 ) -> tuple[list[dict[str, Any]], int, bool, list[ReplicaPartition]]:
     """One pass over the requested partitions: (responses, bytes, any error, partitions).
     `requested` (the fetch session's partitions, in fetch order) stands for the body's
@@ -285,7 +293,8 @@ def read_all(
     include it).
 
     For a follower's fetch (`follower` is its broker id) the leader first notes
-    how far the follower has got (its fetch offset) — that may move the high
+    how far the follower has got (its fetch offset; not `record_position`: a pass
+    after the fetch waited, which has noted it already) — that may move the high
     watermark — and then reads up to its log end rather than the high watermark."""
     max_bytes = body["max_bytes"] or MAX_BYTES_DEFAULT
     # read_committed (isolation_level 1): a consumer reads up to the last stable
@@ -330,7 +339,7 @@ def read_all(
                                                else ErrorCode.NOT_LEADER_OR_FOLLOWER))
                 continue
             seen.append(partition)
-            if follower is not None:
+            if follower is not None and record_position:
                 partition.record_follower_fetch(follower, p["fetch_offset"])
             limit = min(p["partition_max_bytes"], max_bytes - total)
             records = None
