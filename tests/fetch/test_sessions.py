@@ -12,9 +12,11 @@ from pybroker.fetch.sessions import (
     INVALID_SESSION_ID,
     CachedPartition,
     FetchSessionCache,
+    _cached,
     new_context,
     next_epoch,
 )
+from pybroker.protocol.types import ZERO_UUID
 
 
 class Clock:
@@ -148,3 +150,18 @@ def test_errors_of_an_incremental_request() -> None:
     body = request(sid, 1, []) | {"topics": []}
     assert new_context(cache, 13, body, False, lambda _: None).error == \
         ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+
+
+def test_a_session_partition_gives_the_same_fields_until_asked_otherwise() -> None:
+    """A follower's session is read on every fetch round trip: a partition whose ask did
+    not change gives the same fields dict (issue 26), a changed one new fields."""
+    cached = _cached("t", ZERO_UUID, {"partition": 0, "fetch_offset": 5,
+                                      "partition_max_bytes": 100, "current_leader_epoch": 3})
+    first = cached.request()
+    assert cached.request() is first
+    assert first["fetch_offset"] == 5 and first["current_leader_epoch"] == 3
+    cached.update_request({"partition": 0, "fetch_offset": 9, "partition_max_bytes": 100,
+                           "current_leader_epoch": 3})
+    moved = cached.request()
+    assert moved is not first and moved["fetch_offset"] == 9
+    assert first["fetch_offset"] == 5  # a dict given out is never changed

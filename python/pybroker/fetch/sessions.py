@@ -81,8 +81,13 @@ class CachedPartition:
     high_watermark: int = -1
     last_stable_offset: int = -1
     local_log_start_offset: int = -1
+    #: request()'s fields, kept until the fetcher asks something else (update_request):
+    #: a follower's session is read on every fetch round trip, most partitions unchanged
+    _request: dict[str, Any] | None = dataclasses.field(default=None, compare=False,
+                                                        repr=False)
 
     def update_request(self, p: dict[str, Any]) -> None:
+        self._request = None
         self.fetch_offset = p["fetch_offset"]
         self.partition_max_bytes = p["partition_max_bytes"]
         self.current_leader_epoch = p.get("current_leader_epoch", -1)
@@ -90,10 +95,17 @@ class CachedPartition:
         self.last_fetched_epoch = p.get("last_fetched_epoch", -1)
 
     def request(self) -> dict[str, Any]:
-        return {"partition": self.partition, "current_leader_epoch": self.current_leader_epoch,
-                "fetch_offset": self.fetch_offset, "last_fetched_epoch": self.last_fetched_epoch,
+        """The partition's fields as the request's would be; the same dict while they
+        have not changed (its readers never change it)."""
+        request = self._request
+        if request is None:
+            request = self._request = {
+                "partition": self.partition, "current_leader_epoch": self.current_leader_epoch,
+                "fetch_offset": self.fetch_offset,
+                "last_fetched_epoch": self.last_fetched_epoch,
                 "log_start_offset": self.log_start_offset,
                 "partition_max_bytes": self.partition_max_bytes}
+        return request
 
     def must_respond(self, answer: dict[str, Any]) -> bool:
         """Kafka's CachedPartition.maybeUpdateResponseData: whether `answer` goes into an
@@ -210,9 +222,11 @@ class FetchSessionCache:
             return True
         return self._try_evict(privileged, (privileged, size, 0), self.now_ms())
 
-    def sweep(self) -> None:
-        """Free sessions idle over eviction_ms (their fetchers are gone or will start over)."""
-        now = self.now_ms()
+    def sweep(self, now: int | None = None) -> None:
+        """Free sessions idle over eviction_ms (their fetchers are gone or will start over).
+        `now`: the clock's ms, when the caller has just read it."""
+        if now is None:
+            now = self.now_ms()
         if now - self._swept_ms < SWEEP_INTERVAL_S * 1000:
             return
         self._swept_ms = now
@@ -403,7 +417,9 @@ def new_context(cache: FetchSessionCache, version: int, body: dict[str, Any],
                 privileged: bool, topic_name: Callable[[uuid.UUID], str | None]) -> FetchContext:
     """Kafka's FetchManager.newContext: resolve the request's session, apply its changes.
     `topic_name` maps a topic id to its topic's name (None: no such topic)."""
-    cache.sweep()
+    # the clock read once per fetch: for the sweep and for the session's last use
+    now = cache.now_ms()
+    cache.sweep(now)
     uses_ids = version >= 13
     session_id = body.get("session_id", INVALID_SESSION_ID) if version >= 7 else 0
     epoch = body.get("session_epoch", FINAL_EPOCH) if version >= 7 else FINAL_EPOCH
@@ -448,7 +464,7 @@ def new_context(cache: FetchSessionCache, version: int, body: dict[str, Any],
         cache.remove(session.id)
         return FetchContext(cache, "sessionless", privileged=privileged,
                             uses_topic_ids=uses_ids, requested=requested, unknown=unknown)
-    cache.touch(session, cache.now_ms())
+    cache.touch(session, now)
     session.epoch = next_epoch(session.epoch)
     return FetchContext(cache, "incremental", privileged=privileged, uses_topic_ids=uses_ids,
                         session=session, request_epoch=epoch, topic_name=topic_name)
