@@ -59,9 +59,9 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
                           ctx.metadata.topic_name)
     if session.error:
         return session.error_response()
-    # a consumer's incremental fetch leaves unread the partitions with nothing new (idle);
-    # not with a rack, where the replica selector may send the consumer elsewhere
-    quiet = ctx.replicas if follower is None and not rack else None
+    # an incremental fetch leaves unread the partitions with nothing new (idle); not a
+    # consumer's with a rack, where the replica selector may send it elsewhere
+    quiet = ctx.replicas if not rack else None
     # a consumer's READ, asked again for every partition of its session (a follower's
     # CLUSTER_ACTION was asked for the request)
     may_read = topic_reader(authorizer_for(ctx.config, ctx.admin.backend),
@@ -78,7 +78,12 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
             topics, total, errors, partitions = read
             requested, unknown, idle, denied = repass.requested, [], [], []
         else:
-            requested, unknown, idle = session.topics(quiet)
+            requested, unknown, idle = session.topics(quiet, follower)
+            if follower is not None:
+                # an idle partition's follower asks from our log end, as last time:
+                # caught up now (its ISR lag) and maybe an ISR candidate, as a read says
+                for partition in idle:
+                    partition.record_follower_fetch(follower, partition.log_end_offset)
             denied = []
             if may_read is not None:
                 denied = [t for t in requested if not may_read(t["topic"])]
@@ -106,8 +111,9 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
                 return session.error_response() | {"session_id": session_id}
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
                     "responses": answers, "node_endpoints": endpoints}
-        if follower is not None and not idle and repass is None:
-            repass = Repass(requested, topics, total, partitions)
+        if follower is not None and repass is None:
+            repass = Repass(requested, topics, total, partitions, len(idle))
+            await repass.snapshot()
         # woken when what this fetch may read grows: a consumer reads up to the high
         # watermark, a follower up to the leader's log end
         keys = [p.leo_key if follower is not None else p.hw_key for p in partitions]
@@ -142,19 +148,37 @@ class Repass:
     path: the session's topics resolved afresh, as a topic deleted meanwhile needs)."""
 
     def __init__(self, requested: list[dict[str, Any]], topics: list[dict[str, Any]],
-                 total: int, partitions: list[ReplicaPartition]) -> None:
+                 total: int, partitions: list[ReplicaPartition], idle: int) -> None:
         self.requested = requested
         self._topics = topics
         self._total = total
         #: per partition, in order: (topic index, position in it, partition, state)
         self._read: list[tuple[int, int, ReplicaPartition, tuple[object, ...]]] = []
+        #: the session's idle partitions (not read, not answered) and their states: one
+        #: that moved needs a full pass
+        self._idle: list[tuple[ReplicaPartition, tuple[object, ...]]] = []
+        self._partitions = partitions
+        self._idle_count = idle
+
+    async def snapshot(self) -> None:
+        """Note every partition's state, letting other tasks in every READ_SLICE_S."""
+        partitions, idle = self._partitions, self._idle_count
+        started = time.monotonic()
+        for n, partition in enumerate(partitions[len(partitions) - idle:]):
+            self._idle.append((partition, _answer_state(partition)))
+            if not n % READ_SLICE_PARTITIONS and time.monotonic() - started > READ_SLICE_S:
+                await anyio.lowlevel.checkpoint()
+                started = time.monotonic()
         # no error in the pass (or it would have answered): every partition asked was
         # read, in the order asked, one answer each
         it = iter(partitions)
-        for t, topic in enumerate(topics):
+        for t, topic in enumerate(self._topics):
             for i in range(len(topic["partitions"])):
                 partition = next(it)
                 self._read.append((t, i, partition, self._state(t, i, partition)))
+            if time.monotonic() - started > READ_SLICE_S:
+                await anyio.lowlevel.checkpoint()
+                started = time.monotonic()
 
     def _state(self, t: int, i: int, partition: ReplicaPartition) -> tuple[object, ...]:
         state = _answer_state(partition)
@@ -170,6 +194,12 @@ class Repass:
         """(topics, bytes, errors, partitions) as a full pass would give them now, or
         None when a full pass must be made (an error)."""
         pace_started = time.monotonic()
+        for n, (partition, state) in enumerate(self._idle):
+            if _answer_state(partition) != state:
+                return None
+            if not n % READ_SLICE_PARTITIONS and time.monotonic() - pace_started > READ_SLICE_S:
+                await anyio.lowlevel.checkpoint()
+                pace_started = time.monotonic()
         moved: list[int] = []
         for n, (_, _, partition, state) in enumerate(self._read):
             if _answer_state(partition) != state:
@@ -178,7 +208,7 @@ class Repass:
                 await anyio.lowlevel.checkpoint()
                 pace_started = time.monotonic()
         if not moved:
-            return self._topics, self._total, False, [r[2] for r in self._read]
+            return self._topics, self._total, False, self._waited_on()
         asked: list[dict[str, Any]] = []
         for n in moved:
             t, i, _, _ = self._read[n]
@@ -200,13 +230,16 @@ class Repass:
             self._topics[t]["partitions"][i] = next(new_answers)
             self._read[n] = (t, i, partition, self._state(t, i, partition))
         self._total = total
-        return self._topics, total, False, [r[2] for r in self._read]
+        return self._topics, total, False, self._waited_on()
+
+    def _waited_on(self) -> list[ReplicaPartition]:
+        """Every partition the fetch waits on: those read, then the idle ones."""
+        return [r[2] for r in self._read] + [p for p, _ in self._idle]
 
 
 def _records_length(answer: dict[str, Any]) -> int:
-    records = answer["records"]
-    length = getattr(records, "length", None)
-    return int(length) if length is not None else len(records)
+    records = answer["records"]  # b"" (nothing read, most of them) or a file slice
+    return len(records) if isinstance(records, bytes) else int(records.length)
 
 
 def leader_hints(ctx: BrokerContext, request: Request,
