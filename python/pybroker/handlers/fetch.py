@@ -79,11 +79,10 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
             requested, unknown, idle, denied = repass.requested, [], [], []
         else:
             requested, unknown, idle = session.topics(quiet, follower)
-            if follower is not None:
+            if follower is not None and first:
                 # an idle partition's follower asks from our log end, as last time:
                 # caught up now (its ISR lag) and maybe an ISR candidate, as a read says
-                for partition in idle:
-                    partition.record_follower_fetch(follower, partition.log_end_offset)
+                await _record_idle(follower, idle)
             denied = []
             if may_read is not None:
                 denied = [t for t in requested if not may_read(t["topic"])]
@@ -118,6 +117,15 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
         # watermark, a follower up to the leader's log end
         keys = [p.leo_key if follower is not None else p.hw_key for p in partitions]
         await ctx.purgatory.wait_for_notify("fetch", keys, remaining)
+
+
+async def _record_idle(follower: int, idle: list[ReplicaPartition]) -> None:
+    started = time.monotonic()
+    for n, partition in enumerate(idle):
+        partition.record_follower_fetch(follower, partition.log_end_offset)
+        if not n % READ_SLICE_PARTITIONS and time.monotonic() - started > READ_SLICE_S:
+            await anyio.lowlevel.checkpoint()
+            started = time.monotonic()
 
 
 def _answer_state(partition: ReplicaPartition) -> tuple[object, ...]:
