@@ -6,8 +6,11 @@ Writes `--bulk-mb` MB to a file (the bulk load: the page cache fills with dirty 
 up to the kernel's background threshold, and its flusher starts writing them back),
 then appends 20 KiB every millisecond (20,000 records/s of 1 KiB) to another file for
 `--seconds` and times each write(). With `--reserve` the appended file's blocks are
-reserved first (fallocate FALLOC_FL_KEEP_SIZE, as the log does for its active
-segment since this issue). On ext4, an append past the allocated blocks reserves them
+reserved first (fallocate FALLOC_FL_KEEP_SIZE). `--reserve-chunks inline` reserves them
+as the log did from 2bd1f48: 16 MiB at a time, by the appending thread when an append
+passes the reserved end; `--reserve-chunks thread` as it does now: by a worker thread,
+asked when an append passes half of the last chunk, so the appends never wait for it.
+The fallocate calls are timed too. On ext4, an append past the allocated blocks reserves them
 under the inode's i_data_sem, which writeback holds while it allocates that file's
 blocks; run under `perf record -e sched:sched_switch -g` to see where a slow write
 waited. Files go to `--dir` (default: a temp dir in the current directory), removed
@@ -23,11 +26,14 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import queue
 import tempfile
+import threading
 import time
 
 CHUNK = 20480
 FALLOC_FL_KEEP_SIZE = 1
+RESERVE_CHUNK = 16 << 20
 
 
 def vmstat_mb() -> dict[str, int]:
@@ -40,11 +46,46 @@ def vmstat_mb() -> dict[str, int]:
     return found
 
 
-def reserve(fd: int, size: int) -> None:
+def reserve(fd: int, size: int, offset: int = 0) -> float:
+    """fallocate(KEEP_SIZE) of [offset, offset + size); returns how long it took, ms."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
-    if libc.fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, size) != 0:
+    before = time.perf_counter()
+    if libc.fallocate(fd, FALLOC_FL_KEEP_SIZE, offset, size) != 0:
         raise OSError(ctypes.get_errno(), "fallocate")
+    return (time.perf_counter() - before) * 1000
+
+
+class Reserver:
+    """Reserves the appended file's blocks 16 MiB at a time, inline or on a worker
+    thread, as the log's active segment does (rust/log/src/segment.rs)."""
+
+    def __init__(self, fd: int, mode: str) -> None:
+        self.fd = fd
+        self.mode = mode
+        self.asked = 0
+        self.took: list[float] = []
+        self.jobs: queue.Queue[int | None] = queue.Queue()
+        if mode == "thread":
+            self.worker = threading.Thread(target=self._work, daemon=True)
+            self.worker.start()
+
+    def _work(self) -> None:
+        while (offset := self.jobs.get()) is not None:
+            self.took.append(reserve(self.fd, RESERVE_CHUNK, offset))
+
+    def appended(self, end: int) -> None:
+        if self.mode == "inline" and end > self.asked:
+            self.took.append(reserve(self.fd, RESERVE_CHUNK, self.asked))
+            self.asked += RESERVE_CHUNK
+        elif self.mode == "thread" and end + RESERVE_CHUNK // 2 > self.asked:
+            self.jobs.put(self.asked)
+            self.asked += RESERVE_CHUNK
+
+    def stop(self) -> None:
+        if self.mode == "thread":
+            self.jobs.put(None)
+            self.worker.join()
 
 
 def main() -> None:
@@ -54,6 +95,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=12.0)
     ap.add_argument("--reserve", action="store_true",
                     help="reserve the appended file's blocks first")
+    ap.add_argument("--reserve-chunks", choices=("inline", "thread"),
+                    help="reserve 16 MiB at a time as appends go: by the appending thread "
+                         "or ahead by a worker thread")
     ap.add_argument("--dir", default=".")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="append-stall-", dir=args.dir) as tmp:
@@ -70,12 +114,15 @@ def main() -> None:
                      0o644)
         if args.reserve:
             reserve(fd, int(args.seconds * 1000 * CHUNK) + (16 << 20))
+        reserver = Reserver(fd, args.reserve_chunks) if args.reserve_chunks else None
         chunk = b"y" * CHUNK
         took: list[float] = []
         peak: dict[str, int] = {}
         start = time.monotonic()
         while time.monotonic() - start < args.seconds:
             before = time.perf_counter()
+            if reserver is not None:
+                reserver.appended((len(took) + 1) * CHUNK)
             os.write(fd, chunk)
             took.append((time.perf_counter() - before) * 1000)
             if len(took) % 500 == 0:
@@ -84,13 +131,20 @@ def main() -> None:
             pause = start + len(took) / 1000 - time.monotonic()
             if pause > 0:
                 time.sleep(pause)
+        if reserver is not None:
+            reserver.stop()
         os.close(fd)
     took.sort()
 
     def q(p: float) -> float:
         return took[min(len(took) - 1, int(p / 100 * len(took)))]
 
-    print(f"appends{' (reserved)' if args.reserve else ''}: {len(took)}, p50 {q(50):.3f} "
+    mode = " (reserved)" if args.reserve else ""
+    if reserver is not None:
+        mode = f" (reserved 16 MiB at a time, {args.reserve_chunks})"
+        print(f"fallocate calls: {len(reserver.took)}, max {max(reserver.took, default=0):.1f} "
+              f"ms, sum {sum(reserver.took):.1f} ms")
+    print(f"appends{mode}: {len(took)}, p50 {q(50):.3f} "
           f"p99 {q(99):.3f} p99.9 {q(99.9):.3f} max {took[-1]:.1f} ms; over 1 ms "
           f"{sum(t > 1 for t in took)}, over 5 ms {sum(t > 5 for t in took)}; dirty/writeback "
           f"MB max {peak}; load {os.getloadavg()[0]:.1f}")

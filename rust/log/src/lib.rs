@@ -17,6 +17,7 @@ pub mod offset_index;
 pub mod producer_state;
 pub mod recovery;
 mod replication;
+pub mod reserver;
 pub mod segment;
 pub mod sendfile;
 pub mod time_index;

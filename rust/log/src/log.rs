@@ -650,6 +650,8 @@ impl Log {
             return Ok(());
         }
         self.active().deactivate()?;
+        // the reserved blocks given back (a cleanly closed log holds none past its data)
+        crate::reserver::settle();
         self.flush()?;
         for s in self.segments.values() {
             // entries a replay wrote below the recovery point

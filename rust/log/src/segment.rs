@@ -38,6 +38,7 @@ use crate::batch::{self, BatchHeader, HEADER_SIZE};
 use crate::error::{LogError, Result};
 use crate::file_cache::{CachedFile, FileCache};
 use crate::offset_index::OffsetIndex;
+use crate::reserver::{self, Ticket};
 use crate::time_index::TimeIndex;
 use crate::txn_index::TxnIndex;
 
@@ -79,15 +80,19 @@ pub struct Segment {
     pub(crate) bytes_since_last_index_entry: u64,
     pub(crate) created_ms: i64,
     index_interval_bytes: u64,
-    /// End of the blocks reserved past the data for the appends to come (see
-    /// `preallocate_ahead`); 0: none reserved by this handle of the segment.
+    /// End of the blocks reserved (or queued to be, see `preallocate_ahead`) past the
+    /// data for the appends to come; 0: none reserved by this handle of the segment.
     preallocated: u64,
     /// Whether this segment holds one chunk of `RESERVATIONS` (given back at
     /// release, truncation or drop).
     holds_reservation: bool,
+    /// This segment's queued reservations, while it may still make them.
+    ticket: Option<Arc<Ticket>>,
 }
 
-/// The active segment's blocks are reserved this far ahead of its appends.
+/// The active segment's blocks are reserved this far ahead of its appends (between
+/// half of it and all of it: the next reservation is asked for when the appends
+/// pass half of the last, so the worker has a head start).
 const PREALLOCATE_CHUNK: u64 = 16 << 20;
 /// ... once it holds this much: a partition written only now and then reserves nothing.
 const PREALLOCATE_AFTER: u64 = 1 << 20;
@@ -127,6 +132,11 @@ impl Reservations {
 
 static RESERVATIONS: Reservations = Reservations::new(RESERVE_BUDGET);
 
+/// A segment's chunk comes back once its cut is made (by the reserver's worker).
+pub(crate) fn give_back_chunk() {
+    RESERVATIONS.give_back();
+}
+
 impl Segment {
     /// Opens (creating missing files) the segment at `base_offset` in `dir`.
     /// Sizes and indexes are loaded; offsets and timestamps of the content
@@ -165,6 +175,7 @@ impl Segment {
             index_interval_bytes,
             preallocated: 0,
             holds_reservation: false,
+            ticket: None,
         })
     }
 
@@ -234,8 +245,9 @@ impl Segment {
             }
             total += (HEADER_SIZE + b.records.len()) as u64;
         }
-        if self.size + total > self.preallocated && self.size + total >= PREALLOCATE_AFTER {
-            self.preallocate_ahead(&log, self.size + total);
+        let end = self.size + total;
+        if end >= PREALLOCATE_AFTER && end + PREALLOCATE_CHUNK / 2 > self.preallocated {
+            self.preallocate_ahead(&log, end);
         }
         if let Err(e) = write_all_vectored_at(&log, &mut iov, self.size) {
             let _ = log.set_len(self.size);
@@ -251,17 +263,19 @@ impl Segment {
         Ok(())
     }
 
-    /// Reserves the file's blocks past `end` for the next appends
-    /// (fallocate with FALLOC_FL_KEEP_SIZE: the file's size, and so what any
-    /// reader or a recovery sees, stays the data's). On ext4, an append past the
-    /// allocated blocks reserves them (delayed allocation) under the inode's
-    /// i_data_sem, which the kernel's writeback holds while it allocates the
-    /// same file's blocks: once several GB of dirty pages are being written back
-    /// (a broker right after a bulk load) appends stalled there for 5-250 ms
-    /// (issue 26). Into reserved blocks an append takes no such lock. Best
-    /// effort: a file system without fallocate, or a full disk, gets plain
+    /// Asks for the file's blocks up to a chunk past `end` to be reserved for the
+    /// next appends (fallocate with FALLOC_FL_KEEP_SIZE: the file's size, and so
+    /// what any reader or a recovery sees, stays the data's). On ext4, an append
+    /// past the allocated blocks reserves them (delayed allocation) under the
+    /// inode's i_data_sem, which the kernel's writeback holds while it allocates
+    /// the same file's blocks: once several GB of dirty pages are being written
+    /// back (a broker right after a bulk load) appends stalled there for 5-250 ms
+    /// (issue 26). Into reserved blocks an append takes no such lock. The fallocate
+    /// takes that lock too, so it runs on the reserver's worker thread
+    /// (`reserver.rs`), asked half a chunk early; the append does not wait for it.
+    /// Best effort: a file system without fallocate, or a full disk, gets plain
     /// appends (which then fail or not as they would have).
-    fn preallocate_ahead(&mut self, log: &File, end: u64) {
+    fn preallocate_ahead(&mut self, log: &Arc<File>, end: u64) {
         if !self.holds_reservation {
             if !RESERVATIONS.take() {
                 // plain appends until another segment gives its chunk back
@@ -270,31 +284,25 @@ impl Segment {
             self.holds_reservation = true;
         }
         let from = self.preallocated.max(self.size);
-        let until = end.max(from) + PREALLOCATE_CHUNK;
-        #[cfg(target_os = "linux")]
-        {
-            // SAFETY: a plain syscall on an open descriptor, no memory passed
-            let rc = unsafe {
-                libc::fallocate(
-                    log.as_raw_fd(),
-                    libc::FALLOC_FL_KEEP_SIZE,
-                    from as libc::off_t,
-                    (until - from) as libc::off_t,
-                )
-            };
-            // on failure, not asked again before the next chunk
-            let _ = rc;
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = log;
+        let until = end + PREALLOCATE_CHUNK;
+        let ticket = self.ticket.get_or_insert_with(Ticket::new);
+        reserver::reserve(Arc::clone(log), from, until - from, Arc::clone(ticket));
         self.preallocated = until;
     }
 
     /// Gives back the blocks reserved past the data (a file whose size does not
-    /// change is still cut to it: ext4 frees what lies past the end).
+    /// change is still cut to it: ext4 frees what lies past the end). The cut is
+    /// the reserver worker's, after this segment's reservations still queued (it
+    /// takes the lock an append would wait for at a roll); the budget's chunk comes
+    /// back once it is made.
     fn release_preallocated(&mut self) -> Result<()> {
+        if let Some(ticket) = self.ticket.take() {
+            ticket.retire();
+        }
         if self.preallocated > self.size {
-            self.log.handle_for_write()?.set_len(self.size)?;
+            let file = self.log.handle_for_write()?;
+            reserver::cut(file, self.size, self.holds_reservation);
+            self.holds_reservation = false;
         }
         self.preallocated = 0;
         self.give_back_reservation();
@@ -370,6 +378,10 @@ impl Segment {
 
     /// Truncates the `.log` to `size` bytes and drops index entries past it.
     pub(crate) fn truncate_log(&mut self, size: u64) -> Result<()> {
+        // no queued reservation may reach past the cut once it is made
+        if let Some(ticket) = self.ticket.take() {
+            ticket.spend();
+        }
         self.log.handle_for_write()?.set_len(size)?;
         self.size = size;
         // the cut freed whatever was reserved past it
@@ -501,6 +513,9 @@ impl Drop for Segment {
     fn drop(&mut self) {
         // the blocks go with the file or stay reserved until the next activation;
         // the budget is the process's and must not leak with the handle
+        if let Some(ticket) = self.ticket.take() {
+            ticket.retire();
+        }
         self.give_back_reservation();
     }
 }
@@ -629,8 +644,9 @@ mod tests {
             s.size()
         );
         appender.fill_past_reserving_threshold(&mut s);
+        reserver::settle();
         // the size is the data's (readers and recovery see only that), the blocks
-        // reach a chunk past it
+        // reach at least half a chunk past it
         assert_eq!(std::fs::metadata(s.log_path()).unwrap().len(), s.size());
         assert!(
             allocated(&s) >= s.size() + PREALLOCATE_CHUNK / 2,
@@ -642,6 +658,7 @@ mod tests {
         assert_eq!(bytes.len() as u64, s.size());
         assert!(batch::validate_batches(&bytes, usize::MAX).is_ok());
         s.deactivate().unwrap();
+        reserver::settle();
         assert_eq!(std::fs::metadata(s.log_path()).unwrap().len(), s.size());
         assert!(
             allocated(&s) < s.size() + (1 << 20),
@@ -669,6 +686,7 @@ mod tests {
         let mut s = Segment::open(dir.path(), 0, 4096, 0, files).unwrap();
         s.activate(1 << 20).unwrap();
         KibBatches::new().fill_past_reserving_threshold(&mut s);
+        reserver::settle();
         let size = s.size();
         // (the budget's 32 chunks are far more than the tests running at once hold)
         assert!(allocated(&s) > size + PREALLOCATE_CHUNK / 2);
@@ -685,5 +703,61 @@ mod tests {
             size
         );
         assert_eq!(std::fs::metadata(s.log_path()).unwrap().len(), size);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn appends_do_not_wait_for_the_reservation_of_their_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Segment::open(dir.path(), 0, 4096, 0, FileCache::global()).unwrap();
+        s.activate(1 << 20).unwrap();
+        let mut appender = KibBatches::new();
+        {
+            // the worker is held: the appends past the threshold go on without it
+            let _held = reserver::hold();
+            appender.fill_past_reserving_threshold(&mut s);
+            assert!(
+                allocated(&s) < s.size() + (1 << 20),
+                "reserved by the appending thread: {} for {}",
+                allocated(&s),
+                s.size()
+            );
+        }
+        reserver::settle();
+        assert!(
+            allocated(&s) >= s.size() + PREALLOCATE_CHUNK / 2,
+            "{} allocated for {}",
+            allocated(&s),
+            s.size()
+        );
+        // the next one is asked for while half a chunk is still reserved
+        let asked = s.preallocated;
+        while s.preallocated == asked {
+            appender.append(&mut s);
+        }
+        assert!(asked - s.size() >= PREALLOCATE_CHUNK / 2 - 64 * 1100);
+        s.deactivate().unwrap();
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_reservation_still_queued_at_a_truncation_is_not_made() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Segment::open(dir.path(), 0, 4096, 0, FileCache::global()).unwrap();
+        s.activate(1 << 20).unwrap();
+        {
+            let _held = reserver::hold();
+            KibBatches::new().fill_past_reserving_threshold(&mut s);
+            // a follower's truncation, the reservation still queued
+            s.truncate_log(PREALLOCATE_AFTER / 2).unwrap();
+        }
+        reserver::settle();
+        assert_eq!(s.size(), PREALLOCATE_AFTER / 2);
+        assert!(
+            allocated(&s) < s.size() + (1 << 20),
+            "reserved past a truncation: {} for {}",
+            allocated(&s),
+            s.size()
+        );
     }
 }
