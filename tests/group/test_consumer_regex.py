@@ -6,6 +6,7 @@ once in 10 s) or the refresh interval passed, and kept across a reload."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from pybroker.errors import ErrorCode
@@ -49,7 +50,8 @@ class Setup:
 
     def hb(self, member: str, epoch: int, *, topics: list[str] | None = None,
            regex: str | None = None, owned: set[Pair] | None = None,
-           group: str = "g") -> dict[str, Any]:
+           group: str = "g", describable: Callable[[str], bool] | None = None
+           ) -> dict[str, Any]:
         joining = epoch == 0
         body = {"group_id": group, "member_id": member, "member_epoch": epoch,
                 "instance_id": None, "rack_id": None,
@@ -62,7 +64,7 @@ class Setup:
                     [{"topic_id": self.topics.table[t][0],
                       "partitions": sorted(p for n, p in owned if n == t)}
                      for t in sorted({n for n, _ in owned})])}
-        return self.co.consumer.heartbeat(body, 1, "client", "/127.0.0.1")
+        return self.co.consumer.heartbeat(body, 1, "client", "/127.0.0.1", describable)
 
     def got(self, response: dict[str, Any]) -> set[Pair]:
         assert response["error_code"] == 0, response
@@ -237,3 +239,20 @@ def test_a_resolution_drops_a_regex_no_member_uses() -> None:
     s.clock.now += MIN_REFRESH_INTERVAL_MS + 1
     s.hb("a", 2, owned=ORDERS)
     assert not s.executor.pending  # nothing left to resolve
+
+
+def test_a_regex_matches_only_topics_the_member_may_describe() -> None:
+    """Kafka filters a resolution by DESCRIBE on each topic for the principal of the
+    heartbeat that asked for it; an authorization that fails is a refusal."""
+    s = Setup()
+
+    def describable(topic: str) -> bool:
+        if topic == "t":
+            raise RuntimeError("authorizer down")
+        return topic != "orders-us"
+
+    s.hb("a", 0, regex="orders-.*|t", describable=describable)
+    s.executor.run_all()
+    group = s.co.consumer.group("g")
+    assert group is not None and group.resolved_regexes["orders-.*|t"].topics == {"orders-eu"}
+    assert s.got(s.hb("a", 1, owned=set())) == {("orders-eu", 0), ("orders-eu", 1)}

@@ -253,6 +253,49 @@ def test_literal_topics_come_first_then_the_regexs(broker_factory: BrokerFactory
         m.close()
 
 
+def test_a_regex_matches_only_topics_the_member_may_describe(
+        broker_factory: BrokerFactory, topic_name: str) -> None:
+    """With an authorizer, a resolution keeps the topics the member's principal may
+    DESCRIBE (Kafka's filterTopicDescribeAuthorizedTopics): a DENY hides a matching
+    topic from the member's assignment."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    from pybroker.tools._group_views import describe_raw
+
+    b = broker_factory({**FAST_GROUPS,
+                        "authorizer.class.name":
+                            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                        "allow.everyone.if.no.acl.found": "true"})
+    shown, hidden = f"{topic_name}-shown", f"{topic_name}-hidden"
+    create_topic(b.bootstrap, shown, 2)
+    create_topic(b.bootstrap, hidden, 2)
+    deny = AclBinding(ResourceType.TOPIC, hidden, ResourcePatternType.LITERAL,
+                      "User:ANONYMOUS", "*", AclOperation.DESCRIBE, AclPermissionType.DENY)
+    client = admin(b.bootstrap)
+    for fut in client.create_acls([deny], request_timeout=30).values():
+        fut.result(timeout=30)
+    m = Member848(b.bootstrap, "acl-regex", [f"^{topic_name}-.*"])
+    try:
+        poll_until([m], lambda: bool(m.assignment), what="the regex's topics")
+        assert m.assignment == {(shown, 0), (shown, 1)}, m.assigned_steps
+        # the client would leave out a topic its Metadata does not show: what the
+        # broker targets is in ConsumerGroupDescribe (the resolution is applied at
+        # once, so a hidden topic would be in the same target)
+        described = describe_raw("127.0.0.1", b.port, "acl-regex", 10)
+        assert described is not None
+        [member] = described["members"]
+        assert {tp["topic_name"] for tp in member["target_assignment"]["topic_partitions"]} \
+            == {shown}
+    finally:
+        m.close()
+
+
 def test_resolved_regexes_are_group_state_that_survives_a_restart(
         broker_factory: BrokerFactory, topic_name: str) -> None:
     """The resolution is kept in __consumer_offsets as Kafka's

@@ -136,9 +136,13 @@ class ConsumerGroupCoordinator:
         return group.consumer if group is not None else None
 
     # --- ConsumerGroupHeartbeat ----------------------------------------------------------
-    def heartbeat(self, body: Body, version: int, client_id: str, client_host: str) -> Body:
+    def heartbeat(self, body: Body, version: int, client_id: str, client_host: str,
+                  describable: Callable[[str], bool] | None = None) -> Body:
+        """`describable`: may the member's principal DESCRIBE a topic (None: no
+        authorizer); a regex this heartbeat has resolved matches only those (Kafka's
+        filterTopicDescribeAuthorizedTopics)."""
         try:
-            return self._heartbeat(body, version, client_id, client_host)
+            return self._heartbeat(body, version, client_id, client_host, describable)
         except HeartbeatError as exc:
             return heartbeat_error(exc.code, exc.message)
 
@@ -184,7 +188,8 @@ class ConsumerGroupCoordinator:
                                  f"SubscribedTopicRegex `{regex}` is not a valid regular "
                                  f"expression: {reason}.")
 
-    def _heartbeat(self, body: Body, version: int, client_id: str, client_host: str) -> Body:
+    def _heartbeat(self, body: Body, version: int, client_id: str, client_host: str,
+                   describable: Callable[[str], bool] | None) -> Body:
         self._validate(body, version)
         group_id = body["group_id"]
         if (code := self.parent.coordinator_error(group_id)) is not None:
@@ -224,7 +229,7 @@ class ConsumerGroupCoordinator:
         if self._assignment_changed(old, member) or is_new:
             records.append(self._current_assignment_record(group_id, member))
         self._append(group_id, records)
-        self._maybe_resolve(group, resolve)
+        self._maybe_resolve(group, resolve, describable)
         send_assignment = (is_new or self._assignment_changed(old, member)
                            or (owned is not None and owned != owned_pairs(member.assigned)))
         return {
@@ -416,7 +421,8 @@ class ConsumerGroupCoordinator:
             self._topics_version = max(int(self.parent.wall()), self._topics_version + 1)
         return self._topics_version
 
-    def _maybe_resolve(self, group: ConsumerGroup, required: bool) -> None:
+    def _maybe_resolve(self, group: ConsumerGroup, required: bool,
+                       describable: Callable[[str], bool] | None = None) -> None:
         """Schedule a resolution of the group's regexes when one is unresolved (or
         just brought), topics were created since the last one, or the refresh
         interval passed; never while one runs, nor within MIN_REFRESH_INTERVAL_MS of
@@ -441,10 +447,11 @@ class ConsumerGroupCoordinator:
                   len(names))
         self.executor.schedule(
             group.group_id, lambda: regexes.resolve(wanted, names),
-            lambda result: self._resolved(group, version, now, result))
+            lambda result: self._resolved(group, version, now, result, describable))
 
     def _resolved(self, group: ConsumerGroup, version: int, started_ms: int,
-                  result: dict[str, frozenset[str]] | None) -> None:
+                  result: dict[str, frozenset[str]] | None,
+                  describable: Callable[[str], bool] | None = None) -> None:
         """Apply a finished resolution (Kafka's handleRegularExpressionsResult):
         record each still-subscribed regex's topics, and bump the group epoch when
         what they match or the subscribed topics' metadata changed, so the next
@@ -462,6 +469,9 @@ class ConsumerGroupCoordinator:
             # unresolved-for-ever and bring a resolution every 10 s
             del resolved[regex]
             records.append((crec.key(crec.REGULAR_EXPRESSION, gid, regex), None))
+        if describable is not None:
+            result = {regex: frozenset(t for t in topics if _may(describable, t))
+                      for regex, topics in result.items()}
         for regex, topics in sorted(result.items()):
             if group.regex_subscribers(regex) == 0:
                 continue  # unsubscribed meanwhile
@@ -765,6 +775,15 @@ class ConsumerGroupCoordinator:
             holder.consumer = group
         if rebuilt:
             log.debug("loaded %d consumer groups", len(rebuilt))
+
+
+def _may(describable: Callable[[str], bool], topic: str) -> bool:
+    """An authorization that fails is a refusal."""
+    try:
+        return bool(describable(topic))
+    except Exception:
+        log.exception("authorizing DESCRIBE on topic %s failed: left out of the regex", topic)
+        return False
 
 
 def _wire_assignment(assignment: crec.Assignment) -> list[Body]:
