@@ -103,13 +103,14 @@ def test_literal_topics_are_assigned_at_once_and_the_regexs_after_its_resolution
     assert stored.topics == {"orders-eu", "orders-us"} and stored.timestamp_ms == 1_000_000
 
 
-def test_internal_topics_never_match_and_non_re2_patterns_are_refused() -> None:
+def test_internal_topics_match_as_in_kafka_and_non_re2_patterns_are_refused() -> None:
     s = Setup()
     s.hb("a", 0, regex="__.*")
     s.executor.run_all()
     group = s.co.consumer.group("g")
-    assert group is not None and group.resolved_regexes["__.*"].topics == frozenset()
-    assert s.got(s.hb("a", 1, owned=set())) == set()
+    assert group is not None
+    assert group.resolved_regexes["__.*"].topics == {"__consumer_offsets"}
+    assert s.got(s.hb("a", 1, owned=set())) == {("__consumer_offsets", p) for p in range(3)}
     for bad in ("(", "orders(?=-eu)", r"(o)\1.*", "orders-.*+", "[[:alpha:]]+"):
         assert s.hb("b", 0, regex=bad)["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION
 

@@ -21,7 +21,6 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pybroker.admin.internal_topics import INTERNAL_TOPICS
 
 try:  # Python 3.11+
     from re import _constants as _sre_constants  # type: ignore[attr-defined]
@@ -75,7 +74,8 @@ def _subpatterns(arg: Any) -> Iterable[Any]:
 
 
 def resolve(regexes: Iterable[str], names: Iterable[str]) -> dict[str, frozenset[str]]:
-    """The topics each regex fully matches; internal topics never match. A pattern
+    """The topics each regex fully matches. Internal topics are topics like any other
+    here, as in Kafka (whose resolution filters only by the DESCRIBE ACL). A pattern
     that does not compile (it was checked when subscribed) matches nothing."""
     compiled: list[tuple[str, re.Pattern[str]]] = []
     out: dict[str, set[str]] = {}
@@ -87,8 +87,6 @@ def resolve(regexes: Iterable[str], names: Iterable[str]) -> dict[str, frozenset
             log.error("subscribed regex %r does not compile (%s): it matches nothing",
                       regex, exc)
     for name in names:
-        if name in INTERNAL_TOPICS:
-            continue
         for regex, pattern in compiled:
             if pattern.fullmatch(name):
                 out[regex].add(name)
