@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -280,10 +281,10 @@ def test_a_topic_that_fails_to_apply_does_not_hold_back_the_others_of_its_batch(
     apply_one = ReplicaManager._apply_one
 
     async def failing(self: ReplicaManager, record: TopicRecord,
-                      versions: list[int] | None, subset: list[int] | None = None) -> None:
+                      versions: list[int] | None, *rest: Any) -> None:
         if record.name == "b":
             raise OSError("b's dir is gone")
-        await apply_one(self, record, versions, subset)
+        await apply_one(self, record, versions, *rest)
 
     monkeypatch.setattr(ReplicaManager, "_apply_one", failing)
     applied: list[str] = []
@@ -328,12 +329,11 @@ def test_a_batch_applies_only_the_partitions_whose_states_changed(
     fail = [True]
 
     async def failing_once(self: ReplicaManager, record: TopicRecord,
-                           versions: list[int] | None, subset: list[int] | None = None
-                           ) -> None:
+                           versions: list[int] | None, *rest: Any) -> None:
         if fail[0]:
             fail[0] = False
             raise OSError("a dir went away")
-        await apply_one(self, record, versions, subset)
+        await apply_one(self, record, versions, *rest)
 
     async def main() -> None:
         await replicas.apply_topics_async([(states({}), None)])
@@ -359,4 +359,36 @@ def test_a_batch_applies_only_the_partitions_whose_states_changed(
 
     anyio.run(main)
     assert [i for i in range(size) if replicas.get("t", i).is_leader] == [0, 3, 5]
+
+
+def test_the_next_topics_logs_open_while_one_topic_is_applied(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restart applies its topics in one batch: once a topic's logs are open, the next
+    topic's are opened on the worker threads while the loop applies the first (before,
+    they opened only after it), registered with the log manager, not yet hosted."""
+    logs, fetchers, replicas = _manager(tmp_path)
+    records = [TopicRecord(name, uuid.uuid4(), [
+        PartitionState(leader=0, leader_epoch=3, replicas=[0], isr=[0]) for _ in range(2)], {})
+        for name in ("a", "b")]
+    apply_one = ReplicaManager._apply_one
+    seen: dict[str, bool] = {}
+
+    async def watching(self: ReplicaManager, record: TopicRecord,
+                       versions: list[int] | None, *rest: Any) -> None:
+        await apply_one(self, record, versions, *rest)
+        if record.name == "a":  # still applying a: b's opens may go on meanwhile
+            with anyio.move_on_after(10):
+                while logs.get("b", 1) is None:
+                    await anyio.sleep(0.01)
+            seen["b open while a applied"] = logs.get("b", 1) is not None
+            seen["b hosted while a applied"] = replicas.get("b", 1) is not None
+
+    monkeypatch.setattr(ReplicaManager, "_apply_one", watching)
+    anyio.run(replicas.apply_topics_async, [(r, None) for r in records])
+    assert seen == {"b open while a applied": True, "b hosted while a applied": False}
+    for name in ("a", "b"):
+        for i in range(2):
+            partition = replicas.get(name, i)
+            assert partition is not None and partition.is_leader
+            assert partition.log.log.latest_epoch == 3  # recorded once, by the open
     logs.shutdown()

@@ -35,7 +35,7 @@ from pybroker.log.checkpoint import (
 from pybroker.log.cleaner import Cleaner
 from pybroker.log.dir_failure import LogDirFailures
 from pybroker._core import StorageError
-from pybroker.log.partition import Partition
+from pybroker.log.partition import Partition, log_options
 from pybroker.phase_log import Tally
 
 log = logging.getLogger(__name__)
@@ -282,9 +282,15 @@ class LogManager:
                 # the batch spreads over the dirs as it is placed
                 self._dir_load[where.directory] += 1
 
+        # the topic's config and log options once for all its partitions (a restart
+        # opens thousands of a topic's logs; each read the config's layers again)
+        config = topic_config(self.config, record)
+        options = log_options(config)
+
         def open_one(index: int) -> _Opened | Exception:
             try:
-                return self._open_files(record, index, placed[index], wanted[index])
+                return self._open_files(record, index, placed[index], wanted[index],
+                                        (config, options))
             except Exception as exc:  # noqa: BLE001 - handed to the caller per partition
                 return exc
 
@@ -328,10 +334,13 @@ class LogManager:
         return _Placed(directory, True)
 
     def _open_files(self, record: TopicRecord, index: int, placed: _Placed,
-                    lead_epoch: int | None = None) -> _Opened:
+                    lead_epoch: int | None = None,
+                    configured: tuple[TopicConfig, dict[str, object]] | None = None
+                    ) -> _Opened:
         """The file work of opening a partition (any thread). A dir holding an earlier
         topic's log (see _holds_other_topic) is deleted first and the log starts empty;
-        a partition.metadata that cannot be read raises UnreadablePartitionMetadata."""
+        a partition.metadata that cannot be read raises UnreadablePartitionMetadata.
+        `configured`: the topic's config and log options, when the caller has them."""
         key = (record.name, index)
         directory = placed.directory
         path = directory / partition_dir_name(record.name, index)
@@ -352,11 +361,15 @@ class LogManager:
         offsets = ({} if replaced else self._recovery_points.get(directory, {}),
                    {} if replaced else self._log_starts.get(directory, {}),
                    {} if replaced else self._high_watermarks.get(directory, {}))
+        if configured is None:
+            config = topic_config(self.config, record)
+            configured = (config, log_options(config))
         partition = Partition(
             record.name,
             index,
             path,
-            topic_config(self.config, record),
+            configured[0],
+            options=configured[1],
             recovery_point=offsets[0].get(key, 0),
             log_start_offset=offsets[1].get(key, 0),
             clean_shutdown=clean,

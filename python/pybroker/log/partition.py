@@ -48,7 +48,10 @@ class Partition:
         clean_shutdown: bool,
         high_watermark: int = 0,
         failures: LogDirFailures | None = None,
+        options: dict[str, object] | None = None,
     ) -> None:
+        """`options`: log_options(config), when the caller has them already (one
+        topic's partitions share them)."""
         self.topic = topic
         self.index = index
         self.directory = directory
@@ -58,7 +61,7 @@ class Partition:
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,
             clean_shutdown=clean_shutdown,
-            **log_options(config),  # type: ignore[arg-type]
+            **(log_options(config) if options is None else options),  # type: ignore[arg-type]
         )
         # the replication-offset-checkpoint value, within what the log holds
         self.high_watermark = min(max(high_watermark, self.log.log_start_offset),
