@@ -11,7 +11,10 @@
 //! takes the same lock) is queued too.
 //!
 //! Order: jobs run one at a time in the order queued, so a segment's cut comes after
-//! its reservations. A reservation still queued when its segment stops being active
+//! its reservations. A cut still queued when its segment is truncated (a follower
+//! truncating into a rolled segment, which then takes appends again) is not made:
+//! the truncation's own cut frees the blocks, and the queued one would cut the new
+//! data or extend the file. A reservation still queued when its segment stops being active
 //! (rolled, truncated, dropped) is skipped: each segment's jobs share a [`Ticket`],
 //! which the segment marks spent under the same lock the worker holds while it
 //! reserves; so nothing is reserved past data once the segment has given its blocks
@@ -62,11 +65,14 @@ enum Job {
         ticket: Arc<Ticket>,
     },
     /// Cuts the file to `size` (ext4 frees the blocks past the end even at the
-    /// same size), then gives a chunk back to the budget when `give_back`.
+    /// same size) unless the ticket is spent (the segment was truncated since, and
+    /// may hold other data now), then gives a chunk back to the budget when
+    /// `give_back`.
     Cut {
         file: Arc<File>,
         size: u64,
         give_back: bool,
+        ticket: Arc<Ticket>,
     },
     /// Answers once every job queued before it has run.
     Settle(Sender<()>),
@@ -122,9 +128,14 @@ fn run(job: Job) {
             file,
             size,
             give_back,
+            ticket,
         } => {
-            // a failure leaves the blocks to the next activation's check, as a kill would
-            let _ = file.set_len(size);
+            let running = lock(&ticket.running);
+            if ticket.live.load(Ordering::Acquire) {
+                // a failure leaves the blocks to the next activation's check, as a kill would
+                let _ = file.set_len(size);
+            }
+            drop(running);
             if give_back {
                 crate::segment::give_back_chunk();
             }
@@ -145,12 +156,14 @@ pub(crate) fn reserve(file: Arc<File>, from: u64, len: u64, ticket: Arc<Ticket>)
     });
 }
 
-/// Queues the cut of `file` to `size` (after the reservations queued before it).
-pub(crate) fn cut(file: Arc<File>, size: u64, give_back: bool) {
+/// Queues the cut of `file` to `size` (after the reservations queued before it);
+/// it is not made once `ticket` is spent.
+pub(crate) fn cut(file: Arc<File>, size: u64, give_back: bool, ticket: Arc<Ticket>) {
     send(Job::Cut {
         file,
         size,
         give_back,
+        ticket,
     });
 }
 

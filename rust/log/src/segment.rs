@@ -88,6 +88,8 @@ pub struct Segment {
     holds_reservation: bool,
     /// This segment's queued reservations, while it may still make them.
     ticket: Option<Arc<Ticket>>,
+    /// The cut queued at its last deactivation (spent by a truncation).
+    pending_cut: Option<Arc<Ticket>>,
 }
 
 /// The active segment's blocks are reserved this far ahead of its appends (between
@@ -176,6 +178,7 @@ impl Segment {
             preallocated: 0,
             holds_reservation: false,
             ticket: None,
+            pending_cut: None,
         })
     }
 
@@ -301,7 +304,9 @@ impl Segment {
         }
         if self.preallocated > self.size {
             let file = self.log.handle_for_write()?;
-            reserver::cut(file, self.size, self.holds_reservation);
+            let ticket = Ticket::new();
+            reserver::cut(file, self.size, self.holds_reservation, Arc::clone(&ticket));
+            self.pending_cut = Some(ticket);
             self.holds_reservation = false;
         }
         self.preallocated = 0;
@@ -380,6 +385,10 @@ impl Segment {
     pub(crate) fn truncate_log(&mut self, size: u64) -> Result<()> {
         // no queued reservation may reach past the cut once it is made
         if let Some(ticket) = self.ticket.take() {
+            ticket.spend();
+        }
+        // nor a cut queued at a roll: this segment may take appends again after this
+        if let Some(ticket) = self.pending_cut.take() {
             ticket.spend();
         }
         self.log.handle_for_write()?.set_len(size)?;
@@ -759,5 +768,30 @@ mod tests {
             allocated(&s),
             s.size()
         );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_cut_queued_at_a_roll_does_not_touch_a_segment_truncated_and_appended_to_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Segment::open(dir.path(), 0, 4096, 0, FileCache::global()).unwrap();
+        s.activate(1 << 20).unwrap();
+        let mut appender = KibBatches::new();
+        {
+            let _held = reserver::hold();
+            appender.fill_past_reserving_threshold(&mut s);
+            let rolled_at = s.size();
+            s.deactivate().unwrap();
+            // a follower truncates into the rolled segment, which takes appends again
+            s.truncate_log(PREALLOCATE_AFTER / 2).unwrap();
+            s.activate(1 << 20).unwrap();
+            appender.offset = s.next_offset;
+            while s.size() <= rolled_at {
+                appender.append(&mut s);
+            }
+        }
+        reserver::settle();
+        assert_eq!(std::fs::metadata(s.log_path()).unwrap().len(), s.size());
+        s.deactivate().unwrap();
     }
 }
