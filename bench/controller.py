@@ -28,7 +28,9 @@ also:
 
 6. **Controlled shutdown** of a broker that is not the controller (SIGTERM): time
    until no partition state in ZooKeeper names it as leader (polled), and the
-   controller's own figure from its log (the ControlledShutdown request's work).
+   controller's own figure from its log (the ControlledShutdown request's work), and
+   the CPU seconds of each broker and of ZooKeeper from the SIGTERM until every other
+   broker's Metadata serves the new leaders.
 7. **Controller failover**: kill -9 of the controller; time until another broker is
    controller (/controller), and until no partition is led by the killed one nor has
    it in its ISR (polled), plus the new controller's own figure from its log (the
@@ -327,6 +329,15 @@ def served_elsewhere(cluster: Any, target: int, topics: list[str], timeout: floa
     return asyncio.run(every())
 
 
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds process `pid` has used so far, all its threads (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def poll_until(check: Any, timeout: float, what: str) -> float:
     """Poll `check()` until true; the time.time() it was first seen true."""
     deadline = time.monotonic() + timeout
@@ -622,6 +633,10 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     proc = cluster.brokers[target].proc
     spies = profile_brokers(cluster, args.profile_shutdown, "shutdown")
     watch.phase("controlled shutdown")
+    cpu_pids = {f"broker{b}": broker.proc.pid for b, broker in cluster.brokers.items()}
+    if cluster.zookeeper.proc is not None:
+        cpu_pids["zookeeper"] = cluster.zookeeper.proc.pid
+    cpu_start = {name: process_cpu_s(pid) for name, pid in cpu_pids.items()}
     t_term = time.time()
     proc.send_signal(signal.SIGTERM)
     served: dict[int, float | None] = {}
@@ -636,6 +651,10 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
         print(f"cluster: {exc}; going on", file=sys.stderr, flush=True)
         t_moved = None
     server.join(args.timeout)
+    # CPU seconds each process spent from the SIGTERM until every other broker served
+    # the new leaders (less sensitive to a loaded machine than the wall clock)
+    cpu_spent = {name: round(process_cpu_s(pid) - cpu_start[name], 2)
+                 for name, pid in cpu_pids.items()}
     for spy in spies:
         spy.send_signal(signal.SIGINT)
         spy.wait(60)
@@ -660,6 +679,8 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
         "exited_s": round(t_exit - t_term, 2),
         "failed_attempts_and_unclean": [line[-160:] for _, line in unclean],
         "controller_s": [float(re.search(r"in ([\d.]+) s", line)[1]) for _, line in own],
+        "controller_line": [line.split("] ", 1)[-1][:300] for _, line in own],
+        "cpu_s_until_served": cpu_spent,
     }
     cluster.brokers[target].stop()
     watch.phase(None)
@@ -802,7 +823,8 @@ def report_cluster(r: dict[str, Any]) -> None:
           f"moved in {c['moved_s']} s (polled), controller's work {c['controller_s']} s, "
           f"every other broker's Metadata shows every new leader after "
           f"{c.get('served_by_new_leaders_s')} s (polled), "
-          f"process exited after {c['exited_s']:.2f} s")
+          f"process exited after {c['exited_s']:.2f} s; CPU seconds until then served: "
+          f"{c.get('cpu_s_until_served')}")
     for line in c["failed_attempts_and_unclean"]:
         print(f"    {line}")
     for b, lines in sorted(c.get("takeovers_applied", {}).items()):
