@@ -123,6 +123,7 @@ from pybroker.controller.liveness import Endpoint, LivenessWatch
 from pybroker.coordination.base import (
     CoordinationBackend,
     ControllerLease,
+    StateOutcome,
     StateUpdate,
     TopicAssignment,
     VersionedState,
@@ -683,9 +684,11 @@ class Controller:
             reading += time.monotonic() - started
             # the leaderships first, then the ISRs it only follows in (Kafka's
             # doControlledShutdown: the leader elections, then the replicas offline):
-            # the multis are sent in this order and ZooKeeper applies a session's
-            # requests in order, so every leadership has moved, and the brokers taking
-            # over are told, after a third of the writes at RF 3 rather than the last
+            # every leadership has moved, and the brokers taking over are told, after a
+            # third of the writes at RF 3 rather than with the last. The ISR changes are
+            # sent once the moves are answered: a standalone ZooKeeper serves a read
+            # after the writes queued before it, so a broker taking over re-read its new
+            # leaderships only after every ISR change had been written too
             moves: list[StateUpdate] = []
             shrinks: list[StateUpdate] = []
             pace = LoopSlice()  # 30,000 states at 10,000 leaderships a broker
@@ -710,8 +713,12 @@ class Controller:
                 todo = []
                 break
             started = time.monotonic()
+            outcomes: dict[Partition, StateOutcome] = {}
             try:
-                outcomes = await self.backend.update_partition_states(updates, lease)
+                for part in (moves, shrinks):
+                    if part:
+                        outcomes.update(await self.backend.update_partition_states(part,
+                                                                                   lease))
             except ControllerMoved:
                 self._resign_locally()
                 raise KafkaError(ErrorCode.NOT_CONTROLLER) from None
