@@ -107,7 +107,7 @@ fn queue() -> &'static Mutex<Sender<Job>> {
 fn send(job: Job) {
     // the worker never ends while the process lives, so the send cannot fail; if it
     // did, the job is dropped: reservations are best effort, and a cut not made
-    // is made at the segment's next activation
+    // leaves blocks past the data (see `Segment::release_preallocated`)
     let _ = lock(queue()).send(job);
 }
 
@@ -132,7 +132,7 @@ fn run(job: Job) {
         } => {
             let running = lock(&ticket.running);
             if ticket.live.load(Ordering::Acquire) {
-                // a failure leaves the blocks to the next activation's check, as a kill would
+                // a failure leaves the blocks past the data, as a kill before the cut does
                 let _ = file.set_len(size);
             }
             drop(running);

@@ -297,7 +297,9 @@ impl Segment {
     /// change is still cut to it: ext4 frees what lies past the end). The cut is
     /// the reserver worker's, after this segment's reservations still queued (it
     /// takes the lock an append would wait for at a roll); the budget's chunk comes
-    /// back once it is made.
+    /// back once it is made. A process killed before the worker made the cut leaves
+    /// the rolled segment's reserved blocks (at most a chunk) until the segment is
+    /// deleted or truncated: only the active segment is checked at activation.
     fn release_preallocated(&mut self) -> Result<()> {
         if let Some(ticket) = self.ticket.take() {
             ticket.retire();
