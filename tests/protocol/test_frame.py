@@ -259,3 +259,23 @@ def test_many_partitions_decode_fast() -> None:
         fastest = min(fastest, time.perf_counter() - start)
     assert decoded["topics"][19]["partitions"][49]["fetch_offset"] == 490
     assert fastest < 0.01  # 1000 partitions: about 0.5 ms on a quiet machine
+
+
+def test_a_tagged_field_count_over_127_is_read_as_a_varint() -> None:
+    """The tagged-field count is read inline when it is one byte (nearly always 0); a
+    count over 127 (a two-byte varint) still skips every unknown field (issue 26)."""
+    body = {"replica_id": 2, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "r",
+            "topics": [{"topic": "t", "topic_id": ZERO_UUID, "partitions": [
+                {"partition": 0, "current_leader_epoch": 3, "fetch_offset": 9,
+                 "last_fetched_epoch": 3, "log_start_offset": 0,
+                 "partition_max_bytes": 100}]}],
+            "forgotten_topics_data": []}
+    frame = b"".join(bytes(p) for p in encode_request(1, 12, 7, "c", body))[4:]
+    assert frame[-1] == 0  # no top-level tagged field
+    unknown = b"".join(bytes([0x80 | (tag & 0x7F), tag >> 7, 1, 0xAB])  # tag, size 1, 1 byte
+                       for tag in range(200, 330))
+    grown = frame[:-1] + bytes([0x80 | (130 & 0x7F), 130 >> 7]) + unknown
+    _, plain = decode_request(frame)
+    _, tagged = decode_request(grown)
+    assert tagged == plain and tagged["topics"][0]["partitions"][0]["fetch_offset"] == 9

@@ -210,7 +210,11 @@ class _Compiler:
     def dec_tagged(self, body: list[str], tagged: list[tuple[Field, str]], version: int) -> None:
         for f, var in tagged:
             body.append(f"{var} = {_lit(f.default(version))}")
-        body.append("nt, pos = _uv(buf, pos)")
+        # the count of tagged fields is nearly always 0 (one byte): read inline, as the
+        # compact lengths are, the varint call only for a count over 127
+        body.append("nt = buf[pos]")
+        body.append("pos += 1")
+        body.append("if nt & 128: nt, pos = _uv(buf, pos - 1)")
         if not tagged:
             body.append("for _ in range(nt):")
             body.append("    _t, pos = _uv(buf, pos)")
