@@ -392,11 +392,14 @@ class _Compiler:
             body.append(f"    {t} = bytearray()")
             self.enc_field(body, "    ", f, version, True, v, t)
             body.append(f"    tg.append(({f.tag}, {t}))")
-        body.append("out += _uvb(len(tg))")
-        body.append("for tag, t in tg:")
-        body.append("    out += _uvb(tag)")
-        body.append("    out += _uvb(len(t))")
-        body.append("    out += t")
+        # none to send (nearly always): the count 0 without the varint call
+        body.append("if not tg: out.append(0)")
+        body.append("else:")
+        body.append("    out += _uvb(len(tg))")
+        body.append("    for tag, t in tg:")
+        body.append("        out += _uvb(tag)")
+        body.append("        out += _uvb(len(t))")
+        body.append("        out += t")
 
     def enc_len(
         self, body: list[str], ind: str, wide: bool, flexible: bool, n: str, o: str
