@@ -31,7 +31,7 @@
 //! Crash behaviour: recovery itself only truncates and rewrites indexes, so it
 //! can be interrupted and rerun; a partial rename of a `.swap` is redone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -64,9 +64,21 @@ fn remove(path: &Path) -> Result<()> {
     }
 }
 
+/// The dir's entries, the dir created first when missing (a new log): an
+/// existing dir, the common case at a restart, costs no mkdir.
+fn read_dir_or_create(dir: &Path) -> Result<std::fs::ReadDir> {
+    match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir)?;
+            Ok(std::fs::read_dir(dir)?)
+        }
+        other => Ok(other?),
+    }
+}
+
 fn list_dir(dir: &Path) -> Result<Listing> {
     let mut names: Vec<String> = Vec::new();
-    for e in std::fs::read_dir(dir)? {
+    for e in read_dir_or_create(dir)? {
         let e = e?;
         if let Ok(n) = e.file_name().into_string() {
             names.push(n);
@@ -113,6 +125,10 @@ fn list_dir(dir: &Path) -> Result<Listing> {
             l.bases.push(*b);
         }
     }
+    // Which indexes exist is told by the listing, not a stat per file (a
+    // restart opens thousands of logs). The only index files removed since it
+    // was taken are swapped-in segments' (above), already to be rebuilt.
+    let mut indexed: HashSet<(i64, &str)> = HashSet::new();
     for n in &names {
         if let Some(base) = parse_base(n, "txnindex") {
             if !l.bases.contains(&base) {
@@ -123,15 +139,15 @@ fn list_dir(dir: &Path) -> Result<Listing> {
             if let Some(base) = parse_base(n, ext) {
                 if !l.bases.contains(&base) {
                     remove(&dir.join(n))?;
-                } else if !dir.join(n).exists() && !l.rebuild.contains(&base) {
-                    l.rebuild.push(base);
+                } else {
+                    indexed.insert((base, ext));
                 }
             }
         }
     }
     for &b in &l.bases {
         for ext in ["index", "timeindex"] {
-            if !dir.join(file_name(b, ext)).exists() && !l.rebuild.contains(&b) {
+            if !indexed.contains(&(b, ext)) && !l.rebuild.contains(&b) {
                 l.rebuild.push(b);
             }
         }
@@ -251,7 +267,6 @@ pub fn load(
     now_ms: i64,
     files: &Arc<FileCache>,
 ) -> Result<Loaded> {
-    std::fs::create_dir_all(dir)?;
     let listing = list_dir(dir)?;
     let mut segments = BTreeMap::new();
     for &b in &listing.bases {

@@ -104,21 +104,22 @@ pub struct TxnIndex {
 impl TxnIndex {
     /// Reads the file if there is one (it is created on the first append).
     pub fn open(path: &Path, cache: &Arc<FileCache>) -> Result<TxnIndex> {
-        let entries = match std::fs::read(path) {
-            Ok(b) => decode_all(&b),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        // most segments have none: the failed read says so (no separate exists())
+        let read = match std::fs::read(path) {
+            Ok(b) => Some(b),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(e.into()),
         };
         let mut idx = TxnIndex {
             path: path.to_path_buf(),
-            entries,
+            entries: read.as_deref().map(decode_all).unwrap_or_default(),
             cache: cache.clone(),
             file: None,
         };
-        if path.exists() {
+        if let Some(bytes) = read {
             // a torn or bad tail is cut so appends follow the last good entry
             let len = (idx.entries.len() * ENTRY_SIZE) as u64;
-            if std::fs::metadata(path)?.len() != len {
+            if bytes.len() as u64 != len {
                 idx.handle()?.set_len(len)?;
             }
         }

@@ -154,6 +154,35 @@ fn leftovers_are_cleaned_and_missing_indexes_rebuilt() {
 }
 
 #[test]
+fn a_log_in_a_missing_dir_is_created_and_a_lone_missing_time_index_rebuilt() {
+    // which indexes exist is read from the dir's listing, not a stat per file
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("topic-0");
+    let cfg = LogConfig {
+        index_interval_bytes: 10,
+        ..LogConfig::default()
+    };
+    let mut log = Log::open(&dir, cfg.clone(), OpenState::default()).unwrap();
+    for ts in 1..5 {
+        // growing timestamps: a time index entry per indexed batch
+        log.append(&common::batch(1, 50, ts), 0, 0).unwrap();
+    }
+    log.close().unwrap();
+    let time_index = dir.join("00000000000000000000.timeindex");
+    let written = std::fs::read(&time_index).unwrap();
+    assert!(written.len() > 12, "more than the closing entry");
+    std::fs::remove_file(&time_index).unwrap();
+    let clean = OpenState {
+        clean_shutdown: true,
+        ..OpenState::default()
+    };
+    let mut log = Log::open(&dir, cfg, clean).unwrap();
+    assert_eq!(log.log_end_offset(), 4);
+    log.close().unwrap();
+    assert_eq!(std::fs::read(&time_index).unwrap(), written);
+}
+
+#[test]
 fn truncate_and_advance_log_start() {
     let dir = tempfile::tempdir().unwrap();
     let b = common::batch(2, 100, 10);
