@@ -167,6 +167,29 @@ def test_a_joining_follower_holds_the_high_watermark_while_its_isr_write_is_out(
     assert p.isr == [1, 2, 3] and p.pending_isr == []
 
 
+def test_the_same_state_taken_again_keeps_an_expansion_being_written(tmp_path: Path) -> None:
+    """A state the leader already holds, applied again (its topic re-applied whole, a new
+    store session), says nothing of the expansion written on it: the write may still
+    succeed, so the joining follower keeps holding the high watermark back. A state of
+    another version ends the wait (the write lost the race, or it is in)."""
+    p, _ = leader(tmp_path, [1, 2])
+    state = PartitionState(leader=1, leader_epoch=3, replicas=[1, 2, 3], isr=[1, 2])
+    p.make_leader(state, version=6)
+    p.append_as_leader(batch(2), required_acks=-1)
+    p.record_follower_fetch(2, 2)
+    p.record_follower_fetch(3, 2)
+    p.pending_isr = p.isr_to_expand({1, 2, 3}) or []
+    assert p.pending_isr == [1, 2, 3]
+    p.make_leader(state, version=6)  # the same state, again
+    assert p.pending_isr == [1, 2, 3]
+    p.append_as_leader(batch(3), required_acks=-1)
+    p.record_follower_fetch(2, 5)
+    assert p.high_watermark == 2, "acknowledged what the joining follower lacks"
+    p.make_leader(state, version=7)  # another version: the write's outcome is known
+    assert p.pending_isr == []
+    assert p.high_watermark == 5
+
+
 def test_a_fetch_offset_past_the_log_end_is_no_progress(tmp_path: Path) -> None:
     """A follower cannot have more than the leader: such an offset (a confused or forged
     replica fetch) must not move the high watermark over records nobody else has."""

@@ -119,11 +119,19 @@ class ReplicaPartition:
         return changed
 
     def _take(self, state: PartitionState, version: int) -> None:
+        # the state this broker already holds, taken again (a whole topic re-applied,
+        # a new store session): an expansion written on it may still succeed, so the
+        # joining follower keeps holding the high watermark back until the write is
+        # answered or a state of another version arrives
+        same = (version >= 0 and version == self.state_version
+                and state.leader == self.leader and state.leader_epoch == self.leader_epoch
+                and list(state.isr) == self.isr)
         self.leader = state.leader
         self.leader_epoch = state.leader_epoch
         self.replicas = list(state.replicas)
         self.isr = list(state.isr)
-        self.pending_isr = []
+        if not same:
+            self.pending_isr = []
         self.state_version = version
 
     # --- the log, as the outside world sees it --------------------------------------
