@@ -112,7 +112,7 @@ class CachedPartition:
         incremental response; remembers what it tells."""
         respond = False
         records = answer.get("records")
-        if records is not None and _length(records) > 0:
+        if records is not None and records_length(records) > 0:
             respond = True
         if self.high_watermark != answer["high_watermark"]:
             respond = True
@@ -172,7 +172,9 @@ def _follower_idle(replicas: Any, cached: CachedPartition, follower: int) -> Any
     return partition
 
 
-def _length(records: Any) -> int:
+def records_length(records: Any) -> int:
+    """Bytes of a partition answer's `records`: b"" (nothing read), a memoryview, or a
+    file slice (its `length`; sent later with sendfile)."""
     if isinstance(records, memoryview):
         return records.nbytes
     length = getattr(records, "length", None)

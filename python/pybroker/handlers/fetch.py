@@ -20,7 +20,7 @@ import anyio.lowlevel
 
 from pybroker import _core
 from pybroker.errors import ErrorCode, KafkaError
-from pybroker.fetch.sessions import new_context
+from pybroker.fetch.sessions import new_context, records_length
 from pybroker.handlers.leader_hint import LeaderHints
 from pybroker.handlers.registry import handles
 from pybroker.replica.selector import preferred_read_replica
@@ -190,7 +190,7 @@ class Repass:
 
     def _state(self, t: int, i: int, partition: ReplicaPartition) -> tuple[object, ...]:
         state = _answer_state(partition)
-        if (not _records_length(self._topics[t]["partitions"][i])
+        if (not records_length(self._topics[t]["partitions"][i]["records"])
                 and self.requested[t]["partitions"][i]["fetch_offset"] < state[0]):
             # records there but none read: held back by a replication throttle or the
             # fetch's byte limits, which may let them through by the next pass
@@ -225,8 +225,8 @@ class Repass:
                 asked[-1]["partitions"].append(topic["partitions"][i])
             else:
                 asked.append({**topic, "partitions": [topic["partitions"][i]], "_t": t})
-        old_bytes = sum(_records_length(self._topics[self._read[n][0]]["partitions"]
-                                        [self._read[n][1]]) for n in moved)
+        old_bytes = sum(records_length(self._topics[self._read[n][0]]["partitions"]
+                                       [self._read[n][1]]["records"]) for n in moved)
         answered, total, errors, _ = await read_all_sliced(
             ctx, body, follower, requested=asked, record_position=False)
         if errors:
@@ -243,11 +243,6 @@ class Repass:
     def _waited_on(self) -> list[ReplicaPartition]:
         """Every partition the fetch waits on: those read, then the idle ones."""
         return [r[2] for r in self._read] + [p for p, _ in self._idle]
-
-
-def _records_length(answer: dict[str, Any]) -> int:
-    records = answer["records"]  # b"" (nothing read, most of them) or a file slice
-    return len(records) if isinstance(records, bytes) else int(records.length)
 
 
 def leader_hints(ctx: BrokerContext, request: Request,
