@@ -696,6 +696,7 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     result["controller_failover"] = None
     if args.skip_controller_kill:
         result["event_loop"] = watch.stop()
+        result["event_loop_phases"] = watch.phases
         return result
     # kill -9 of the controller
     controller = cluster.controller()
@@ -732,6 +733,8 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
                                    if first_full else None),
     }
     result["event_loop"] = watch.stop()
+    # (name, start, end) in epoch seconds, for bench/stall_rank.py over the kept logs
+    result["event_loop_phases"] = watch.phases
     return result
 
 
