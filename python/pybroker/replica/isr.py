@@ -14,6 +14,7 @@ notification."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Container
 
 import anyio
@@ -45,29 +46,52 @@ class IsrManager:
         self.lag_time_max_ms = lag_time_max_ms
         self.metrics = metrics
         self._expand = anyio.Event()
-        replicas.on_isr_candidate = self._expand.set
+        #: partitions a follower outside the ISR caught up on since the last round
+        self._candidates: set[ReplicaPartition] = set()
+        replicas.on_isr_candidate = self._candidate
         #: expansions whose write failed without an answer: it may or may not be stored
         self._unsure: set[ReplicaPartition] = set()
+        #: full rounds (every led partition checked) and candidate rounds, for tests
+        self.full_rounds = 0
+        self.candidate_rounds = 0
+
+    def _candidate(self, partition: ReplicaPartition) -> None:
+        self._candidates.add(partition)
+        self._expand.set()
 
     async def run(self) -> None:
-        """Check for expansions when a follower catches up, and for shrinks every
-        half replica.lag.time.max.ms (as Kafka's isr-expiration task)."""
+        """Check for shrinks and expansions of every led partition every half
+        replica.lag.time.max.ms (as Kafka's isr-expiration task), and for the expansion
+        of a partition as soon as a follower outside its ISR catches up on it (Kafka
+        checks at that fetch): that round looks at those partitions alone. A round over
+        every partition at each catch-up walked thousands of partitions per round, round
+        after round while a restarted broker caught up (issue 25)."""
         interval = self.lag_time_max_ms / 2000
+        due = time.monotonic() + interval
         while True:
-            with anyio.move_on_after(interval):
+            with anyio.move_on_after(max(0.0, due - time.monotonic())):
                 await self._expand.wait()
             self._expand = anyio.Event()
-            self.replicas.on_isr_candidate = self._expand.set
             for partition in list(self._unsure):
                 await self._settle_unsure(partition)
+            full = time.monotonic() >= due
+            if full:
+                due = time.monotonic() + interval
+                partitions = list(self.replicas.partitions.values())
+                self.full_rounds += 1
+            else:
+                partitions = list(self._candidates)
+                self.candidate_rounds += 1
+            self._candidates.clear()  # a full round checks them with the rest
             changes: list[tuple[ReplicaPartition, list[int], bool]] = []
-            # a pass over every partition: in slices (a leader may hold thousands)
+            # in slices: a full round passes over every partition (a leader may hold
+            # thousands)
             pace = LoopSlice()
-            for partition in list(self.replicas.partitions.values()):
+            for partition in partitions:
                 await pace.pause_if_due()
                 if not partition.is_leader:
                     continue
-                shrunk = partition.isr_to_shrink(self.lag_time_max_ms)
+                shrunk = partition.isr_to_shrink(self.lag_time_max_ms) if full else None
                 if shrunk is not None:
                     changes.append((partition, shrunk, False))
                     continue

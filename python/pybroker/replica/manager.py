@@ -95,7 +95,8 @@ class ReplicaManager:
         self.fetchers = fetchers
         self.partitions: dict[tuple[str, int], ReplicaPartition] = {}
         #: called when a follower may join an ISR (the ISR manager wakes up)
-        self.on_isr_candidate: Callable[[], None] = _ignore
+        #: told of a partition whose follower outside the ISR has caught up
+        self.on_isr_candidate: Callable[[ReplicaPartition], None] = _ignore
         #: called with (topic, partition, leads) when this broker starts or stops
         #: leading a partition (the group coordinator follows its offsets partitions)
         self.leadership_listeners: list[Callable[[str, int, bool], None]] = []
@@ -571,8 +572,8 @@ class ReplicaManager:
             self._leadership(key[0], key[1], False)
         partition.detach()
 
-    def _isr_candidate(self) -> None:
-        self.on_isr_candidate()
+    def _isr_candidate(self, partition: ReplicaPartition) -> None:
+        self.on_isr_candidate(partition)
 
     def update_topic_config(self, record: TopicRecord) -> None:
         self.logs.update_topic_config(record)
@@ -583,7 +584,7 @@ def _leads(partition: ReplicaPartition | None, leader_epoch: int) -> bool:
             and partition.leader_epoch == leader_epoch)
 
 
-def _ignore() -> None:
+def _ignore(_partition: ReplicaPartition) -> None:
     pass
 
 

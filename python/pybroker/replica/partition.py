@@ -50,7 +50,8 @@ class FollowerState:
 
 class ReplicaPartition:
     def __init__(self, log: Partition, broker_id: int, purgatory: Purgatory,
-                 on_isr_candidate: Callable[[], None] | None = None) -> None:
+                 on_isr_candidate: Callable[[ReplicaPartition], None] | None = None
+                 ) -> None:
         self.log = log
         self.topic = log.topic
         self.index = log.index
@@ -248,7 +249,7 @@ class ReplicaPartition:
         self._maybe_increment_high_watermark(leader_end)
         if (broker_id not in self.isr and fetch_offset >= self.log.high_watermark
                 and self._on_isr_candidate is not None):
-            self._on_isr_candidate()
+            self._on_isr_candidate(self)
 
     def isr_to_expand(self, alive: Container[int]) -> list[int] | None:
         """The ISR with a caught-up follower added (one whose log end reached the
