@@ -5,12 +5,16 @@ brokers logged."""
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
+
 from pybroker.config import BrokerConfig
-from pybroker.controller.controller import Controller
+from pybroker.controller.controller import LOGGED_STATES, Controller
 from pybroker.coordination.base import StateUpdate
 from pybroker.coordination.znodes import LeaderAndIsr
 from tests.loop_turns import Turns
@@ -57,3 +61,31 @@ def test_writing_many_states_gives_other_tasks_turns(tmp_path: Path) -> None:
     assert len(turns.seen) == PARTITIONS and not stale
     # the other task ran while the pass was going (not only before and after it)
     assert turns.seen[-1] > turns.seen[0], (turns.seen[0], turns.seen[-1])
+
+
+def test_a_big_batch_logs_its_states_at_debug_and_one_line_at_info(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A line per state at INFO, formatted and written on the loop, was most of the pass;
+    a small batch (an election, a topic's creation of a few partitions) keeps them."""
+    controller = Controller(1, _Backend(Turns()),  # type: ignore[arg-type]
+                            BrokerConfig({"log.dirs": str(tmp_path)}))
+    state = LeaderAndIsr(leader=1, leader_epoch=1, isr=[1], controller_epoch=1)
+
+    def lines(count: int) -> list[tuple[int, str]]:
+        caplog.clear()
+        updates = [StateUpdate("t", i, state, 0) for i in range(count)]
+        anyio.run(controller._write_states, updates, None)  # type: ignore[arg-type]
+        return [(r.levelno, r.getMessage()) for r in caplog.records
+                if r.name == "pybroker.controller.controller"]
+
+    with caplog.at_level(logging.INFO, logger="pybroker.controller.controller"):
+        small = lines(LOGGED_STATES)
+        big = lines(PARTITIONS)
+    assert [m for level, m in small if level == logging.INFO][:2] == [
+        "controller: t-0 leader 1 epoch 1 isr [1]", "controller: t-1 leader 1 epoch 1 isr [1]"]
+    assert len(small) == LOGGED_STATES + 1
+    assert big == [(logging.INFO, f"controller: {PARTITIONS} partition state(s) written, "
+                                  "0 stale (each state's line at DEBUG)")]
+    with caplog.at_level(logging.DEBUG, logger="pybroker.controller.controller"):
+        debug = lines(PARTITIONS)
+    assert sum(level == logging.DEBUG for level, _ in debug) == PARTITIONS

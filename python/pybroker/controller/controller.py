@@ -142,6 +142,9 @@ RETRY_DELAY_S = 0.1
 #: partitions per chunk of a reconcile pass: each chunk's states are decided and written
 #: as soon as they are read (about one write multi, zktopics.STATE_OPS_PER_MULTI)
 RECONCILE_CHUNK_PARTITIONS = 1000
+#: a batch of more state writes than this logs each state at DEBUG and one line at
+#: INFO for them
+LOGGED_STATES = 10
 #: tries of an admin-requested state change that keeps losing version races
 WRITE_RETRIES = 10
 #: how long a new controller's first pass waits for its first look at every broker's
@@ -972,7 +975,11 @@ class Controller:
         stale: set[str] = set()
         # a line per state (Kafka's state-change log): thousands in a controlled shutdown
         # or a failover, formatted and written on the loop, were one of its longest
-        # stalls at 10,000 partitions (issue 25)
+        # stalls at 10,000 partitions (issue 25), so a pass over them gives the loop
+        # turns, and a batch of more than LOGGED_STATES logs each at DEBUG and a summary
+        # line at INFO (as the leaders' ISR rounds do)
+        each = logging.INFO if len(updates) <= LOGGED_STATES else logging.DEBUG
+        logs_each = log.isEnabledFor(each)
         pace = LoopSlice()
         for update in updates:
             await pace.pause_if_due()
@@ -981,13 +988,14 @@ class Controller:
                 stale.add(update.topic)
             elif isinstance(outcome, Exception):
                 log.info("controller: %s-%d: %s", update.topic, update.partition, outcome)
-            else:
-                log.info("controller: %s-%d leader %d epoch %d isr %s", update.topic,
-                         update.partition, update.state.leader, update.state.leader_epoch,
-                         update.state.isr)
+            elif logs_each:
+                log.log(each, "controller: %s-%d leader %d epoch %d isr %s", update.topic,
+                        update.partition, update.state.leader, update.state.leader_epoch,
+                        update.state.isr)
         if len(updates) > 1:
-            log.info("controller: %d partition state(s) written, %d stale", len(updates),
-                     sum(isinstance(o, StaleVersion) for o in outcomes.values()))
+            log.info("controller: %d partition state(s) written, %d stale%s", len(updates),
+                     sum(isinstance(o, StaleVersion) for o in outcomes.values()),
+                     "" if each == logging.INFO else " (each state's line at DEBUG)")
         return stale
 
     async def _complete(self, seen: TopicAssignment, completed: dict[int, list[int]],
