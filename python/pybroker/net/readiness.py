@@ -34,8 +34,20 @@ class ReadinessWaiter:
         """Whether the readiness callback is registered with a loop now."""
         return self._loop is not None
 
+    @property
+    def waiting(self) -> bool:
+        """Whether a wait is in progress."""
+        return self._waiter is not None
+
     async def wait(self) -> None:
         """Until the socket is ready (or at EOF or in error, for the I/O to see)."""
+        waiter = self._waiter = self._register().create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def _register(self) -> asyncio.AbstractEventLoop:
         loop = self._loop
         if loop is None:
             loop = asyncio.get_running_loop()
@@ -44,11 +56,7 @@ class ReadinessWaiter:
             else:
                 loop.add_reader(self._fd, self._on_ready)
             self._loop = loop
-        waiter = self._waiter = loop.create_future()
-        try:
-            await waiter
-        finally:
-            self._waiter = None
+        return loop
 
     def _on_ready(self) -> None:
         waiter = self._waiter
@@ -81,3 +89,17 @@ class ReadinessWaiter:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
+
+
+async def wait_either(first: ReadinessWaiter, second: ReadinessWaiter) -> None:
+    """Until either waiter's socket is ready: a sender blocked on a full send buffer
+    that must also see its socket turn readable (pybroker.server.connection reads
+    ahead meanwhile). Neither may have a wait of its own in progress."""
+    assert first._waiter is None and second._waiter is None
+    loop = first._register()
+    second._register()
+    waiter = first._waiter = second._waiter = loop.create_future()
+    try:
+        await waiter
+    finally:
+        first._waiter = second._waiter = None

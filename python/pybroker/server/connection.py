@@ -1,8 +1,10 @@
 """One client connection: size-prefixed frames in, responses out in order.
 
-Like Kafka's SocketServer, a connection handles one request at a time (the
-channel is muted until the response is written), which keeps responses in
-request order while clients pipeline up to five requests. Sockets are driven
+Like Kafka's SocketServer, a connection handles one request at a time, which keeps
+responses in request order however many requests a client pipelines. Unlike Kafka,
+it does not stop reading while a response waits for room in the send buffer: it
+reads the client's bytes ahead, unhandled and bounded (see Connection._read_ahead),
+so a full receive buffer cannot stall the connection. Sockets are driven
 directly (non-blocking recv_into / send / sendfile, waiting on readiness through
 the event loop's reader and writer callbacks), so record bytes read from disk go to
 the socket by sendfile and never pass through Python.
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from pybroker._core import StorageError
-from pybroker.net.readiness import ReadinessWaiter
+from pybroker.net.readiness import ReadinessWaiter, wait_either
 from pybroker.server.bad_requests import RateLimitedLog
 from pybroker.server.deferred import DeferredAnswers
 from pybroker.server.memory import READ_BUFFER_BYTES, give_read_buffer, take_read_buffer
@@ -64,6 +66,9 @@ OUT_QUEUE_MAX = 64
 SMALL_SLICE_BYTES = 16384
 #: iovecs per sendmsg (Linux IOV_MAX is 1024)
 IOV_MAX = 1024
+#: request bytes a connection reads ahead (unhandled) while its responses wait for room in
+#: the socket's send buffer; past it the connection stops reading, as before (see _read_ahead)
+READ_AHEAD_MAX_BYTES = 1 << 20
 #: sendmsg flag: more follows at once (Linux); 0 where the platform has none
 MSG_MORE = getattr(socket, "MSG_MORE", 0)
 
@@ -83,7 +88,8 @@ class Connection:
         "sock", "fd", "max_request_bytes", "peer", "host", "pool", "registry", "scope",
         "last_active", "handling_since", "close_reason", "_buf", "_start", "_end", "_big",
         "_reserved", "_out", "_out_count", "_watch", "_loop", "session", "zero_copy",
-        "_readable", "deferred", "_flushing", "_writable",
+        "_readable", "deferred", "_flushing", "_writable", "_ahead", "_ahead_end",
+        "_ahead_reserved",
     )
 
     def __init__(self, sock: socket.socket | TlsSocket, max_request_bytes: int, *,
@@ -134,6 +140,13 @@ class Connection:
         self.deferred = DeferredAnswers(self)
         #: a flush is sending: it also sends what is queued meanwhile (see flush)
         self._flushing = False
+        # bytes read ahead while a send waited, not yet taken by the read path (_read_ahead)
+        self._ahead: bytearray | None = None
+        # the peer's side ended (EOF or error) while reading ahead: once _ahead is taken,
+        # the read path sees the end
+        self._ahead_end = False
+        # pool bytes the read-ahead bytes hold (queued.max.request.bytes)
+        self._ahead_reserved = 0
 
     # --- reading ---
     async def read_frame(self) -> memoryview:
@@ -183,7 +196,7 @@ class Connection:
             while True:
                 buf = take_read_buffer()
                 try:
-                    n = self.sock.recv_into(buf)
+                    n = self._recv_into(buf)
                 except BlockingIOError:
                     give_read_buffer(buf)
                     await self._wait_readable()
@@ -205,7 +218,7 @@ class Connection:
         view = memoryview(buf)[self._end :]
         while True:
             try:
-                n = self.sock.recv_into(view)
+                n = self._recv_into(view)
                 break
             except BlockingIOError:
                 await self._wait_readable()
@@ -245,7 +258,7 @@ class Connection:
                 big.resize(min(size, 2 * len(big)))
             with memoryview(big) as view:
                 try:
-                    n = self.sock.recv_into(view[filled:size])
+                    n = self._recv_into(view[filled:size])
                 except BlockingIOError:
                     n = -1
                 except OSError as exc:
@@ -261,10 +274,80 @@ class Connection:
         self._big = big if len(big) <= LARGE_BUFFER_KEEP_BYTES else None
         return memoryview(big)[:size]
 
+    def _recv_into(self, target: mmap.mmap | memoryview) -> int:
+        """sock.recv_into, taking bytes read ahead first (see _read_ahead)."""
+        ahead = self._ahead
+        if ahead is None:
+            if self._ahead_end:
+                return 0
+            return self.sock.recv_into(target)
+        n = min(len(target), len(ahead))
+        with memoryview(target) as dst, memoryview(ahead) as src:
+            dst[:n] = src[:n]
+        del ahead[:n]  # a bytearray drops its head without moving the rest
+        if not ahead:
+            self._ahead = None
+            self._release_ahead()
+        return n
+
+    def _read_ahead(self) -> None:
+        """Take what the client has sent into memory, unhandled, while a send waits.
+
+        A client that pipelines thousands of small requests (one producer to 10,000
+        partitions: one Produce request per partition) fills the broker's socket receive
+        buffer with small segments, whose kernel overhead far exceeds their bytes. If
+        the broker stops reading while its own send waits (as Kafka does: it mutes a
+        channel until its response is sent), the full buffer drops segments, both ends
+        back off to retransmit timeouts, and the client sees nothing for a minute
+        (bench/produce_fanout.py). Reading on keeps the receive buffer drained.
+        Requests are still handled one at a time, in order, after the send: this only
+        moves their bytes. Bounded by READ_AHEAD_MAX_BYTES per connection and by
+        `queued.max.request.bytes` when set: past either, reading stops, and a client
+        that never reads its responses holds at most that much here."""
+        ahead = self._ahead
+        held = len(ahead) if ahead is not None else 0
+        pool = self.pool
+        while held < READ_AHEAD_MAX_BYTES and not self._ahead_end:
+            if pool is not None and pool.available <= 0:
+                return
+            try:
+                chunk = self.sock.recv(min(READ_BUFFER_BYTES, READ_AHEAD_MAX_BYTES - held))
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                # the peer's end (or a reset): the read path sees it after these bytes
+                self._ahead_end = True
+                return
+            if ahead is None:
+                ahead = self._ahead = bytearray()
+            ahead += chunk
+            held += len(chunk)
+            if pool is not None:
+                pool.available -= len(chunk)
+                self._ahead_reserved += len(chunk)
+            self.last_active = time.monotonic()
+
+    def _may_read_ahead(self) -> bool:
+        """Whether a waiting send may read ahead: a plain socket (TLS records must not be
+        read while OpenSSL waits to write one) whose read side nobody else is using (the
+        connection's task waiting to read, or the sweeper watching for the peer)."""
+        return (type(self.sock) is socket.socket and not self._ahead_end
+                and not self._readable.waiting and self._watch != _WATCH_ON
+                and (self._ahead is None or len(self._ahead) < READ_AHEAD_MAX_BYTES))
+
+    def _release_ahead(self) -> None:
+        if self.pool is not None and self._ahead_reserved:
+            self.pool.release(self._ahead_reserved)
+        self._ahead_reserved = 0
+
     async def _wait_readable(self) -> None:
         """Nothing more to read now: send what is queued, then wait for the client."""
         if self._out:
             await self.flush()
+            if self._ahead is not None or self._ahead_end:
+                return  # the flush read ahead: those bytes come first
         await self._readable.wait()
 
     def _release_reservation(self) -> None:
@@ -453,9 +536,17 @@ class Connection:
             sent += n
 
     async def _wait_writable(self) -> None:
-        """The socket's send buffer is full: wait until it takes more bytes. A large
-        response (a follower's fetch of a megabyte) waits several times; the callback
-        stays registered until the queued responses are sent (_send_queued stops it)."""
+        """The socket's send buffer is full: wait until it takes more bytes, reading
+        ahead what the client sends meanwhile (see _read_ahead). A large response (a
+        follower's fetch of a megabyte) waits several times; the callback stays
+        registered until the queued responses are sent (_send_queued stops it)."""
+        if self._may_read_ahead():
+            self._read_ahead()
+            if self._may_read_ahead():
+                # woken by either; a send that still finds no room comes back here
+                await wait_either(self._writable, self._readable)
+                self.last_active = time.monotonic()
+                return
         await self._writable.wait()
         self.last_active = time.monotonic()
 
@@ -473,6 +564,8 @@ class Connection:
         except (OSError, ValueError, RuntimeError):
             pass
         self._release_reservation()
+        self._release_ahead()
+        self._ahead = None
         # buffers are dropped, not cached: a frame of a failed request may still be viewed
         self._buf = None
         self._big = None
