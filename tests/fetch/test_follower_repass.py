@@ -240,3 +240,51 @@ def test_an_incremental_fetch_reads_only_what_moved() -> None:
     lost.leader, lost.leader_epoch = 3, 4
     again = anyio.run(fetch, _request(0, (full["session_id"], 2), partitions=0))
     assert _answered(again)[3]["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_a_follower_fetch_of_one_slice_keeps_no_repass(monkeypatch: Any) -> None:
+    """A follower at the log end of the few partitions it follows from this leader (the
+    usual acks=all round trip): its fetch records every position once, waits, and on
+    the append answers that partition's records from a plain pass again; keeping a
+    Repass (a snapshot and a re-check) for one slice cost about what it saves, at every
+    parked fetch (issue 26)."""
+    import pybroker.handlers.fetch as fetch
+
+    built: list[object] = []
+
+    class Counted(fetch.Repass):
+        def __init__(self, *args: Any) -> None:
+            built.append(self)
+            super().__init__(*args)
+
+    monkeypatch.setattr(fetch, "Repass", Counted)
+    ctx, replicas, purgatory = _context()
+    few = 3
+    replicas.partitions = {("t", i): replicas.partitions[("t", i)] for i in range(few)}
+
+    async def fetch_now(request: Any) -> dict[str, Any]:
+        with anyio.fail_after(30):
+            return await handle_fetch(ctx, request)  # type: ignore[no-any-return]
+
+    full = anyio.run(fetch_now, _request(0, (0, 0), partitions=few))
+    assert len(_answered(full)) == few
+    out: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            async def parked() -> None:
+                out.update(await handle_fetch(
+                    ctx, _request(30_000, (full["session_id"], 1), partitions=0)))
+            tg.start_soon(parked)
+            with anyio.fail_after(30):
+                while not purgatory.waiting["fetch"]:
+                    await anyio.sleep(0.001)
+            grown = replicas.partitions[("t", 1)]
+            grown.log.log.log_end_offset = 6
+            purgatory.notify(grown.leo_key)
+
+    anyio.run(main)
+    assert built == []  # the old code kept one for this fetch
+    assert list(_answered(out)) == [1] and _answered(out)[1]["records"].length == 100
+    # the full fetch, then the idle first pass: each position recorded once a fetch
+    assert all(p.fetched == [5, 5] for p in replicas.partitions.values())

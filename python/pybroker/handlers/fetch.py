@@ -79,16 +79,23 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
             requested, unknown, idle, denied = repass.requested, [], [], []
         else:
             requested, unknown, idle = session.topics(quiet, follower)
-            if follower is not None and first:
+            if follower is not None and first and idle:
                 # an idle partition's follower asks from our log end, as last time:
                 # caught up now (its ISR lag) and maybe an ISR candidate, as a read says
-                await _record_idle(follower, idle)
+                if len(idle) > READ_SLICE_PARTITIONS:
+                    await _record_idle(follower, idle)
+                else:  # one slice: no pacing (the usual follower fetch at the log end)
+                    for partition in idle:
+                        partition.record_follower_fetch(follower, partition.log_end_offset)
             denied = []
             if may_read is not None:
                 denied = [t for t in requested if not may_read(t["topic"])]
                 requested = [t for t in requested if may_read(t["topic"])]
-            topics, total, errors, partitions = await read_all_sliced(
-                ctx, body, follower, consumer_v11, rack, requested, record_position=first)
+            if requested:
+                topics, total, errors, partitions = await read_all_sliced(
+                    ctx, body, follower, consumer_v11, rack, requested, record_position=first)
+            else:  # every partition idle (a follower at the log end of all it follows)
+                topics, total, errors, partitions = [], 0, False, []
         first = False
         if denied:
             errors = True
@@ -110,7 +117,9 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
                 return session.error_response() | {"session_id": session_id}
             return {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id,
                     "responses": answers, "node_endpoints": endpoints}
-        if follower is not None and repass is None:
+        if follower is not None and repass is None and len(partitions) > READ_SLICE_PARTITIONS:
+            # a pass of one slice is cheaper to make again than to keep (its snapshot and
+            # re-check cost about what it saves, at every parked fetch, issue 26)
             repass = Repass(requested, topics, total, partitions, len(idle))
             await repass.snapshot()
         # woken when what this fetch may read grows: a consumer reads up to the high
@@ -268,7 +277,10 @@ async def read_all_sliced(
     request up for hundreds of ms on a loaded machine (issue 25). Each partition is
     read once, in the request's order; the bytes limit runs over the whole fetch."""
     source = body["topics"] if requested is None else requested
-    if sum(len(topic["partitions"]) for topic in source) <= READ_SLICE_PARTITIONS:
+    count = 0
+    for topic in source:  # a loop, not sum() of a generator: this runs for every fetch
+        count += len(topic["partitions"])
+    if count <= READ_SLICE_PARTITIONS:
         # one slice (a consumer, or a follower of a few partitions from this leader):
         # what the loop below would do, without the slicing (issue 26)
         return read_all(ctx, body, follower, any_replica, client_rack, source,
