@@ -555,6 +555,9 @@ def measure_restart(cluster: Any, target: int, kind: str, states: Any,
                 time.sleep(0.005)
 
         threading.Thread(target=attach, daemon=True).start()
+        # the other brokers too: the leaders' side of the rejoin (the follower fetches
+        # they answer, their ISR expansion passes and writes)
+        profiler += profile_brokers(cluster, args.profile_restart, f"restart-{kind}-leaders")
     t_start = time.time()
     broker.start(ready_timeout=args.timeout * 3)
     t_serving = time.time()
@@ -894,7 +897,8 @@ def main() -> None:
                         help="--cluster: no kill -9 of the controller at the end")
     parser.add_argument("--profile-restart", metavar="DIR",
                         help="--cluster: py-spy record (raw stacks, idle included) of each "
-                             "restarted broker until it is in every ISR, into DIR")
+                             "restarted broker until it is in every ISR, and of the other "
+                             "live brokers over the same time, into DIR")
     parser.add_argument("--profile-shutdown", metavar="DIR",
                         help="--cluster: py-spy record (raw stacks, idle included) of every "
                              "broker through the controlled shutdown, into DIR")
