@@ -257,7 +257,7 @@ class Broker:
                 freeze_startup_heap()
                 # timed from here: the start's collections (the startup heap, a restart's
                 # logs) are over before anything is served
-                PAUSES.install(growth=lambda: len(replicas.partitions))
+                PAUSES.install(growth=lambda: len(replicas.partitions) + listener.states_taken)
                 phases.done("listeners")
                 log.info("started in %s", phases)
                 task_status.started(self.bound_ports)

@@ -23,7 +23,7 @@ from pybroker.metadata.cache import MetadataCache
 from pybroker.purgatory import Purgatory
 from pybroker.replica.fetcher import ReplicaFetcherManager
 from pybroker.replica.manager import ReplicaManager
-from pybroker.server.gc_policy import GcPauses
+from pybroker.server.gc_policy import PAUSES, GcPauses
 from tests.fuzz.inprocess import InProcessBroker
 
 CREATE_TOPICS, DELETE_TOPICS = 19, 20
@@ -127,6 +127,28 @@ def test_freezes_wait_for_the_hosted_partitions_to_grow() -> None:
         unbounded.uninstall()
     finally:
         pauses.uninstall()
+
+
+@pytest.mark.usefixtures("no_collector_afterwards")
+def test_a_brokers_freeze_growth_counts_the_partition_states_it_takes(tmp_path: Path
+                                                                       ) -> None:
+    """Each state a broker takes is new objects (its state, the cache's entry, the
+    replica's lists): a controlled shutdown or a restart renews most of them with the
+    partitions hosted unchanged, so the states taken count as growth too."""
+    broker = InProcessBroker(tmp_path / "data")
+    try:
+        growth = PAUSES.growth
+        assert growth is not None
+        before = growth()
+        resp = broker.request(CREATE_TOPICS, 4, {"timeout_ms": 30000, "topics": [
+            {"name": "grows", "num_partitions": 20, "replication_factor": 1}]})
+        assert all(t["error_code"] == 0 for t in resp["topics"]), resp
+        broker.wait_led(["grows"])
+        # 20 partitions hosted, and their 20 first states taken
+        _until(lambda: growth() - before >= 40, f"growth {growth() - before}, not 40",
+               timeout=10)
+    finally:
+        broker.close()
 
 
 @pytest.mark.usefixtures("no_collector_afterwards")

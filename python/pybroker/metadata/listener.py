@@ -39,6 +39,10 @@ class MetadataListener:
         self.assignments: dict[str, TopicAssignment] = {}
         self.configs: dict[str, dict[str, str]] = {}
         self.states: dict[tuple[str, int], VersionedState] = {}
+        #: partition state changes taken so far (it only grows): what the broker keeps
+        #: of each is new objects, which the cyclic GC walks until they are frozen
+        #: (server/gc_policy.py)
+        self.states_taken = 0
         self._handles: list[WatchHandle] = []
 
     async def start(self) -> None:
@@ -157,6 +161,7 @@ class MetadataListener:
         replica layer applies the changed partitions alone: a controlled shutdown
         changes a third of a topic's states at a time (its leaderships, then its ISRs)."""
         for topic, changes in batch.items():
+            self.states_taken += len(changes)
             for partition, state in changes.items():
                 if state is None:
                     self.states.pop((topic, partition), None)

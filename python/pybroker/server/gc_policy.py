@@ -25,11 +25,19 @@ deleted topic's partition state holds no reference cycle: tests/server/test_gc_f
 but a cycle of frozen objects that becomes garbage later is never collected. A client
 connection's objects are such a cycle today: a connection open at a freeze and closed
 later stays in memory (a few KiB). So a freeze also needs the broker's long-lived state
-to have grown: the partitions it hosts (`growth`) at least `FREEZE_GROWTH` times, and
-`FREEZE_MIN_GROWTH` more than, at the last freeze. A broker's life then has a bounded
-number of freezes, logarithmic in its largest partition count (about 25 from 100 to
-30,000 partitions), however often topics come and go or clients reconnect; a slow full
-collection without such growth (many connections) is left as it is.
+to have grown: `growth`, the partitions it hosts plus the partition state changes it has
+taken (a count that only grows), at least `FREEZE_GROWTH` times, and `FREEZE_MIN_GROWTH`
+more than, at the last freeze. A broker's life then has a bounded number of freezes,
+logarithmic in that count (about 25 from 100 to 30,000 partitions; about 45 more over a
+billion state changes), however often topics come and go or clients reconnect; a slow
+full collection without such growth (many connections) is left as it is.
+
+The state changes count because each replaces what the broker keeps of a partition (its
+state, the metadata cache's entry, the replica's lists; a takeover's follower states)
+with new objects: after a controlled shutdown or a restart at 10,000 partitions RF 3
+most of a broker's partition state is new, unfrozen, and every later full collection
+walked it again (tens of ms each), with no freeze while the partitions hosted stayed the
+same (issue 25). The frozen objects it replaced are still freed (no cycle).
 
 `GcPauses` times every collection, per generation (gc.callbacks): the counts, the
 total and the longest pause are metrics, and the stall reporter says how much of a
@@ -68,7 +76,8 @@ def freeze_startup_heap() -> int:
 class GcPauses:
     """Per generation: collections, seconds spent in them, the longest one; and the
     freeze after a slow full collection (`freeze_after_s`, None: never) once `growth()`
-    (the hosted partitions; None: no freezes) grew enough since the last. The callback
+    (the hosted partitions plus the states taken; None: no freezes) grew enough since
+    the last. The callback
     runs on whichever thread triggered the collection (it holds the GIL, so every
     thread waits for it alike): two clock reads a collection."""
 
