@@ -16,6 +16,10 @@ from pybroker.server.connection import Connection
 uvloop = pytest.importorskip("uvloop")
 
 
+#: a request larger than Connection's COPY_FRAME_BYTES
+LARGE = b"first" + bytes(5000)
+
+
 def frame(payload: bytes) -> bytes:
     return len(payload).to_bytes(4, "big") + payload
 
@@ -52,8 +56,9 @@ def test_reader_stays_registered_while_reading_and_drops_when_nobody_reads(
             reading = asyncio.ensure_future(conn.read_frame())
             await _turns()
             assert conn._readable.registered  # waiting: registered
-            peer.sendall(frame(b"first"))
-            assert bytes(await asyncio.wait_for(reading, 5)) == b"first"
+            # a request too large to read the next ahead of (see Connection._read_ahead_idle)
+            peer.sendall(frame(LARGE))
+            assert bytes(await asyncio.wait_for(reading, 5)) == LARGE
             if broker_loop:
                 # answered without dropping the registration: the next wait is free
                 assert conn._readable.registered
@@ -73,6 +78,16 @@ def test_reader_stays_registered_while_reading_and_drops_when_nobody_reads(
             reading.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await reading
+            # after a small request, one arriving while the connection is busy is read
+            # ahead: the callback stays, and the socket, drained, does not call it again
+            calls = 0
+            peer.sendall(frame(b"third"))
+            await _turns(50)
+            assert calls <= 2, f"{calls} callbacks for one request read ahead"
+            assert conn._ahead == frame(b"third")
+            assert conn._readable.registered
+            assert bytes(await asyncio.wait_for(conn.read_frame(), 5)) == b"third"
+            assert conn._ahead is None
         finally:
             conn.close()
             peer.close()

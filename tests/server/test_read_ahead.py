@@ -195,3 +195,42 @@ def test_read_ahead_counts_against_queued_max_request_bytes_and_gives_it_back() 
             conn.close()
             client.close()
     run(main)
+
+
+def test_small_requests_arriving_while_one_is_handled_are_read_ahead() -> None:
+    """While a handler waits (a busy broker), the client's next small requests are read
+    ahead rather than left to overfill the socket's receive buffer: a client sending
+    200 KB of them through 16 KB buffers finishes its send before the first request is
+    answered; then every request is answered, in order. Fails on the old code: the
+    client's send blocks until the handler goes on."""
+    count = 2000
+
+    async def main() -> None:
+        server, client = tcp_pair()
+        conn = Connection(server, MAX_REQUEST)
+        go_on = anyio.Event()
+        client.settimeout(WAIT_S)
+
+        async def first_waits(conn: Connection, frame: memoryview) -> bool:
+            if int.from_bytes(frame[:4], "big") == 0:
+                await go_on.wait()
+            return await answer_each(conn, frame)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(serve_connection, conn, first_waits)
+                with anyio.fail_after(WAIT_S):
+                    await anyio.to_thread.run_sync(
+                        client.sendall, b"".join(request(n) for n in range(count)),
+                        abandon_on_cancel=True)
+                assert conn._ahead is not None
+                go_on.set()
+                with anyio.fail_after(WAIT_S):
+                    answers = await anyio.to_thread.run_sync(_read_answers, client, count,
+                                                             abandon_on_cancel=True)
+                assert answers == list(range(count))
+                tg.cancel_scope.cancel()
+        finally:
+            conn.close()
+            client.close()
+    run(main)

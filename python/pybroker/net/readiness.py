@@ -9,20 +9,26 @@ Event a sixth of the brokers' Python at RF 3 and a third of a leader's Python pe
 fetch (issue 26).
 
 When the callback fires with nobody waiting: a read waiter drops it (a pipelined request
-arriving during a handler), so a level-triggered readable socket nobody reads never spins
-the loop; a write waiter keeps it, because its sender is about to run (woken already)
-and drops it with `stop` once its queued bytes are out."""
+arriving during a handler) unless its on_idle hook took the bytes, so a level-triggered
+readable socket nobody reads never spins the loop; a write waiter keeps it, because its
+sender is about to run (woken already) and drops it with `stop` once its queued bytes are
+out."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 
 class ReadinessWaiter:
-    __slots__ = ("_fd", "_writable", "_loop", "_waiter")
+    __slots__ = ("_fd", "_writable", "_loop", "_waiter", "_on_idle")
 
-    def __init__(self, fd: int, *, writable: bool = False) -> None:
+    def __init__(self, fd: int, *, writable: bool = False,
+                 on_idle: Callable[[], bool] | None = None) -> None:
         self._fd = fd
+        #: a read waiter's callback fired with nobody waiting calls this first: True keeps
+        #: the registration (it read the bytes; pybroker.server.connection reads ahead)
+        self._on_idle = on_idle
         self._writable = writable
         #: the loop the callback is registered with (None: not registered)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -47,6 +53,10 @@ class ReadinessWaiter:
         finally:
             self._waiter = None
 
+    def register(self) -> None:
+        """Register the callback without waiting (for on_idle to be called)."""
+        self._register()
+
     def _register(self) -> asyncio.AbstractEventLoop:
         loop = self._loop
         if loop is None:
@@ -61,7 +71,7 @@ class ReadinessWaiter:
     def _on_ready(self) -> None:
         waiter = self._waiter
         if waiter is None:
-            if not self._writable:
+            if not self._writable and (self._on_idle is None or not self._on_idle()):
                 self.stop()
         elif not waiter.done():
             waiter.set_result(None)

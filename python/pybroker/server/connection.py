@@ -89,7 +89,7 @@ class Connection:
         "last_active", "handling_since", "close_reason", "_buf", "_start", "_end", "_big",
         "_reserved", "_out", "_out_count", "_watch", "_loop", "session", "zero_copy",
         "_readable", "deferred", "_flushing", "_writable", "_ahead", "_ahead_end",
-        "_ahead_reserved",
+        "_ahead_reserved", "_small",
     )
 
     def __init__(self, sock: socket.socket | TlsSocket, max_request_bytes: int, *,
@@ -128,7 +128,7 @@ class Connection:
         self._out_count = 0
         self._watch = _WATCH_OFF
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._readable = ReadinessWaiter(self.fd)
+        self._readable = ReadinessWaiter(self.fd, on_idle=self._read_ahead_idle)
         # held from a write's first wait until the queued responses are sent
         self._writable = ReadinessWaiter(self.fd, writable=True)
         #: the listener and principal (pybroker.security.session); None: PLAINTEXT
@@ -147,6 +147,9 @@ class Connection:
         self._ahead_end = False
         # pool bytes the read-ahead bytes hold (queued.max.request.bytes)
         self._ahead_reserved = 0
+        # the last request read was small: bytes arriving while it is handled are read
+        # ahead (see _read_ahead_idle)
+        self._small = False
 
     # --- reading ---
     async def read_frame(self) -> memoryview:
@@ -166,6 +169,7 @@ class Connection:
         # checked before any allocation: a bogus size must not cost memory
         if size < 0 or size > self.max_request_bytes:
             raise FrameTooLarge(size)
+        self._small = size <= COPY_FRAME_BYTES
         if size > SMALL_FRAME_BYTES:
             self._start = start + 4
             return await self._read_large(size)
@@ -329,6 +333,17 @@ class Connection:
                 self._ahead_reserved += len(chunk)
             self.last_active = time.monotonic()
 
+    def _read_ahead_idle(self) -> bool:
+        """Bytes arrived while nobody reads (a request is being handled): read them
+        ahead if the client sends small requests, whose small segments overfill the
+        receive buffer (see _read_ahead) while a busy broker handles the ones before;
+        large requests come in large segments and are left in the socket, not copied.
+        True: keep the readiness callback (reading on); False: drop it."""
+        if not self._small or not self._may_read_ahead():
+            return False
+        self._read_ahead()
+        return self._may_read_ahead()
+
     def _may_read_ahead(self) -> bool:
         """Whether a waiting send may read ahead: a plain socket (TLS records must not be
         read while OpenSSL waits to write one) whose read side nobody else is using (the
@@ -413,8 +428,11 @@ class Connection:
         self._unwatch()
         if data:
             # the client pipelined its next request: its bytes wait until the handler
-            # is done (watching on would only spin on a readable socket)
+            # is done (watching on would only spin on a readable socket), read ahead
+            # if they are small requests (the read path's callback takes over again)
             self._watch = _WATCH_SUSPENDED
+            if self._read_ahead_idle():
+                self._readable.register()
             return
         self._watch = _WATCH_SUSPENDED
         self.abort("peer closed")
