@@ -11,6 +11,7 @@ from pybroker.protocol.types import ZERO_UUID
 from pybroker.protocol import (
     APIS,
     EncodeError,
+    MalformedRequestError,
     RequestHeader,
     UnknownApiError,
     UnsupportedVersionError,
@@ -63,6 +64,20 @@ def test_null_client_id_and_header_tagged_fields() -> None:
     header, body = decode_request(frame)
     assert header == RequestHeader(18, 3, 2, None)
     assert body == {"client_software_name": "kcat", "client_software_version": "1.7"}
+
+
+def test_header_tagged_field_count_over_127() -> None:
+    """A count of two varint bytes (130 = 0x82 0x01): every field skipped, the body read
+    after them; a count past the frame's end is malformed."""
+    fields = b"".join((bytes([tag]) if tag < 128 else bytes([tag & 0x7F | 0x80, tag >> 7]))
+                      + b"\x01a" for tag in range(130))
+    frame = (b"\x00\x12\x00\x03\x00\x00\x00\x02\xff\xff" + b"\x82\x01" + fields
+             + b"\x05kcat\x041.7\x00")
+    header, body = decode_request(frame)
+    assert header == RequestHeader(18, 3, 2, None)
+    assert body == {"client_software_name": "kcat", "client_software_version": "1.7"}
+    with pytest.raises(MalformedRequestError):
+        decode_request(b"\x00\x12\x00\x03\x00\x00\x00\x02\xff\xff")
 
 
 # ---------------------------------------------------------------- flexible bytes

@@ -176,7 +176,13 @@ def decode_request(buf: memoryview | bytes) -> tuple[RequestHeader, dict[str, An
     dec, flexible = known
     try:
         if flexible:
-            count, pos = read_uvarint(buf, pos)
+            # the header's tagged-field count, nearly always 0: read inline when it is
+            # one byte, as the generated decoders read theirs (a call per request)
+            count = buf[pos]
+            if count & 0x80:
+                count, pos = read_uvarint(buf, pos)
+            else:
+                pos += 1
             for _ in range(count):
                 _tag, pos = read_uvarint(buf, pos)
                 size, pos = read_uvarint(buf, pos)
