@@ -1,7 +1,7 @@
 """Typed surface of the Rust extension (rust/core-py). The contract between the
 Python control plane and the Rust log engine; keep it small."""
 
-from typing import final
+from typing import Any, final
 
 from typing_extensions import Buffer
 
@@ -404,6 +404,27 @@ def apply_fetch_response(
     copy of the records). A partition not in `logs` is reported, not appended. A
     malformed frame raises CorruptRecordError and appends nothing; a failed append
     is reported in its partition's `error` and the others go on."""
+
+class FetchChannel:
+    """The follower's side of a Fetch round trip on a plaintext connection
+    (issue 26): the request encoded, the answer read from the socket into a buffer
+    the channel keeps, and applied as apply_fetch_response does. Python keeps the
+    socket and the event loop's readiness wait between reads."""
+
+    def __init__(self, client_id: str, max_frame_bytes: int) -> None: ...
+    def encode_fetch(self, correlation_id: int, body: dict[str, Any]) -> bytes:
+        """The Fetch v12 request of `body` (keyed as the Python codec's), size prefix
+        included; starts a round (an answer half read is dropped). ValueError for a
+        missing required field."""
+    def receive(self, fd: int) -> int:
+        """Read what the non-blocking socket `fd` holds of the answer, without the
+        GIL: 0 once it is whole, else how many bytes are still wanted. OSError when
+        the socket fails, the peer closed or the size is wrong."""
+    def apply(self, correlation_id: int,
+              logs: dict[tuple[str, int], PartitionLog]) -> FetchApplied:
+        """Walk the whole answer and append its records as apply_fetch_response does.
+        ConnectionError when it is not the answer to `correlation_id` or not whole;
+        CorruptRecordError when malformed."""
 
 def crc32c(data: Buffer) -> int:
     """CRC-32C (Castagnoli) of any contiguous buffer."""

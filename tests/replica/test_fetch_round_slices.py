@@ -45,8 +45,7 @@ class _Connection:
     def __init__(self) -> None:
         self.asked: dict[str, Any] = {}
 
-    async def request_frame(self, api_key: int, version: int, body: dict[str, Any],
-                            timeout_s: float) -> Any:
+    async def request_fetch(self, body: dict[str, Any], logs: Any, timeout_s: float) -> Any:
         self.asked = body
         raise _Asked
 

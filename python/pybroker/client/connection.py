@@ -18,12 +18,12 @@ import asyncio
 import contextlib
 import struct
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
 
-from pybroker import protocol
+from pybroker import _core, protocol
 from pybroker.client import transport
 from pybroker.client.deadline import RequestDeadline
 from pybroker.security.inter_broker import InterBrokerSecurity
@@ -35,6 +35,9 @@ RESPONSE_BYTES_MAX = 256 << 20
 #: the receive buffer's first size; a larger frame replaces it with one twice as big
 FRAME_BUFFER_BYTES_INITIAL = 1 << 20
 INT32 = struct.Struct(">i")
+#: the replica Fetch request_fetch sends, and the one version its answer is read at
+FETCH = 1
+FETCH_VERSION = 12
 
 
 if sys.version_info < (3, 11):
@@ -67,6 +70,8 @@ class BrokerConnection:
         self._early_end = 0
         #: the requests' time limit: one loop timer for the connection (client/deadline.py)
         self._deadline = RequestDeadline()
+        #: the replica Fetch's encoder and receive buffer (made on the first Fetch)
+        self._fetch_channel: _core.FetchChannel | None = None
 
     async def request(self, api_key: int, api_version: int, body: dict[str, Any],
                       timeout_s: float | None = None) -> dict[str, Any]:
@@ -79,6 +84,19 @@ class BrokerConnection:
         the size prefix; the correlation id checked), undecoded. The view is into the
         connection's receive buffer: valid until the next request on it."""
         return await self._call(self._exchange_frame, api_key, api_version, body, timeout_s)
+
+    async def request_fetch(self, body: dict[str, Any],
+                            logs: Callable[[], dict[tuple[str, int], Any]],
+                            timeout_s: float | None = None) -> _core.FetchApplied:
+        """Send a replica Fetch (v12) and apply its answer: every partition's records
+        appended to `logs()[(topic, partition)]` (called once the answer is whole, so
+        it names only the logs still followed then), as _core.apply_fetch_response
+        does. On a plaintext connection the request is encoded and the answer read and
+        applied in Rust (_core.FetchChannel): Python only waits for readiness between
+        reads (issue 26). A malformed answer closes the connection (BrokerUnreachable)."""
+        async def exchange(api_key: int, api_version: int, body: dict[str, Any]) -> Any:
+            return await self._exchange_fetch(body, logs)
+        return await self._call(exchange, FETCH, FETCH_VERSION, body, timeout_s)
 
     async def _call(self, exchange: Any, api_key: int, api_version: int,
                     body: dict[str, Any], timeout_s: float | None) -> Any:
@@ -144,6 +162,37 @@ class BrokerConnection:
             raise BrokerUnreachable(
                 f"correlation id {correlation_id} != {self._correlation_id} from {self}")
         return frame
+
+    async def _exchange_fetch(self, body: dict[str, Any],
+                              logs: Callable[[], dict[tuple[str, int], Any]]
+                              ) -> _core.FetchApplied:
+        stream = self._stream
+        assert stream is not None
+        self._correlation_id = correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        channel = self._fetch_channel
+        if channel is None:
+            channel = self._fetch_channel = _core.FetchChannel(self.client_id,
+                                                               RESPONSE_BYTES_MAX)
+        request = channel.encode_fetch(correlation_id, body)
+        await stream.send(request)
+        try:
+            if isinstance(stream, transport.SocketTransport) and \
+                    self._early_end == self._early_start:
+                fd = stream.fileno()
+                # the request has just gone out: its answer is not there yet
+                await stream.wait_readable(4)
+                while need := channel.receive(fd):
+                    await stream.wait_readable(need)
+                return channel.apply(correlation_id, logs())
+            # TLS (anyio's stream makes the chunks), or bytes held from an earlier answer
+            frame = await self._read_frame()
+            (answered,) = INT32.unpack_from(frame)
+            if answered != correlation_id:
+                raise BrokerUnreachable(
+                    f"correlation id {answered} != {correlation_id} from {self}")
+            return _core.apply_fetch_response(frame, FETCH_VERSION, logs())
+        except _core.CorruptRecordError as exc:
+            raise BrokerUnreachable(f"{self}: {exc}") from exc
 
     async def _read_frame(self) -> memoryview:
         """The next response frame (without its size prefix), read into the receive

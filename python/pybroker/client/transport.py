@@ -120,6 +120,16 @@ class SocketTransport:
                 raise anyio.EndOfStream
             return count
 
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    async def wait_readable(self, need: int) -> None:
+        """Until the socket is readable, the wake-up held (SO_RCVLOWAT) until `need`
+        bytes are there where that is worth it: for a caller that reads the socket
+        itself (the replica fetcher's Rust receive, _core.FetchChannel)."""
+        self._set_lowat(need)
+        await self._readable.wait()
+
     def _set_lowat(self, wanted: int) -> None:
         """Before a wait for `wanted` more bytes: a mark above them would wait for bytes
         that may never come, so it comes down; below LOWAT_MIN_BYTES it is 1 again; a

@@ -11,9 +11,10 @@ epochs and bytes), and takes the leader's high watermark as far as it has the
 records. Fetches run in an incremental fetch session (KIP-227, fetch/handler.py): after
 the first, a fetch names only the partitions whose position moved.
 
-Per response, the work is one Rust call without the GIL (_core.apply_fetch_response):
-the answer is read into the connection's receive buffer, walked, and each partition's
-records appended to its log from there, uncopied. Python then handles per partition
+Per round trip, the request is encoded and the answer read, walked and each partition's
+records appended to its log from the receive buffer, uncopied, in Rust
+(_core.FetchChannel, through BrokerConnection.request_fetch; the appends in one call
+without the GIL). Python then handles per partition
 what changes state: the high watermark, the log start, errors and truncation.
 
 A partition the leader answers with an error is left out of this fetcher's requests
@@ -44,10 +45,8 @@ from pybroker.server.loop_slice import LoopSlice
 
 log = logging.getLogger(__name__)
 
-FETCH = 1
 LIST_OFFSETS = 2
 OFFSET_FOR_LEADER_EPOCH = 23
-FETCH_VERSION = 12
 LIST_OFFSETS_VERSION = 5
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 EARLIEST = -2
@@ -299,21 +298,18 @@ class ReplicaFetcher:
             wanted[key] = fields
         if not ready:
             return False
-        frame = await connection.request_frame(
-            FETCH, FETCH_VERSION, self._request_fields | self.session.build(wanted),
+        def logs() -> dict[tuple[str, int], _core.PartitionLog]:
+            # only partitions still followed as asked once the answer is in: a state
+            # removed or replaced while the fetch was out gets nothing appended
+            return {key: state.partition.log.log for key, state in ready.items()
+                    if self.states.get(key) is state}
+        # the request encoded, the answer read and every partition's records appended
+        # in Rust (_core.FetchChannel; the appends in one call without the GIL): Python
+        # only waits for the socket between reads (issue 26). A malformed answer closes
+        # the connection (BrokerUnreachable)
+        response = await connection.request_fetch(
+            self._request_fields | self.session.build(wanted), logs,
             timeout_s=self._wait_s + connection.timeout_s)
-        # only partitions still followed as asked: a state removed or replaced while
-        # the fetch was out gets nothing appended
-        logs = {key: state.partition.log.log for key, state in ready.items()
-                if self.states.get(key) is state}
-        with frame:
-            try:
-                # the whole answer in one call without the GIL: walked, and every
-                # partition's records appended to its log, in Rust
-                response = _core.apply_fetch_response(frame, FETCH_VERSION, logs)
-            except _core.CorruptRecordError as exc:
-                await connection.close()
-                raise BrokerUnreachable(f"broker {self.leader_id}: {exc}") from exc
         if not self.session.handle_response({"error_code": response.error_code,
                                              "session_id": response.session_id}):
             return True  # a session error: the next fetch is a full one, at once

@@ -105,6 +105,19 @@ pub fn apply_fetch_response(
     let frame = BorrowedBuffer::get(frame)?;
     let bytes = frame.as_bytes();
     let response = release(py, || fetch_response::parse(bytes))?;
+    apply_parsed(py, bytes, &response, logs)
+}
+
+/// Appends the records of `response` (parsed from `bytes`) to `logs` as
+/// [`apply_fetch_response`] says, and sums up every partition for Python.
+/// Shared with the fetch channel (`fetch_channel.rs`), which holds the frame
+/// in its own receive buffer.
+pub(crate) fn apply_parsed(
+    py: Python<'_>,
+    bytes: &[u8],
+    response: &fetch_response::FetchResponse,
+    logs: &Bound<'_, PyDict>,
+) -> PyResult<FetchApplied> {
     // which partitions go to which log: looked up with the GIL, appended without it
     let mut targets: Vec<(usize, Py<PartitionLog>)> = Vec::new();
     for (i, p) in response.partitions.iter().enumerate() {
@@ -117,19 +130,23 @@ pub fn apply_fetch_response(
         }
     }
     let now = now_ms();
-    let outcomes: Vec<(usize, Appended)> = py.allow_threads(|| {
-        targets
-            .iter()
-            .map(|(i, log)| {
-                let mut log = log.get().lock();
-                let range = response.partitions[*i].records.clone();
-                let result = log
-                    .append_as_follower(&bytes[range], now)
-                    .map(|info| (info.record_count, log.log_end_offset()));
-                (*i, result)
-            })
-            .collect()
-    });
+    let outcomes: Vec<(usize, Appended)> = if targets.is_empty() {
+        Vec::new() // nothing to append: the GIL is not given up and taken back for it
+    } else {
+        py.allow_threads(|| {
+            targets
+                .iter()
+                .map(|(i, log)| {
+                    let mut log = log.get().lock();
+                    let range = response.partitions[*i].records.clone();
+                    let result = log
+                        .append_as_follower(&bytes[range], now)
+                        .map(|info| (info.record_count, log.log_end_offset()));
+                    (*i, result)
+                })
+                .collect()
+        })
+    };
     let mut outcome_of = outcomes.into_iter().peekable();
     let list = PyList::empty(py);
     for (i, p) in response.partitions.iter().enumerate() {

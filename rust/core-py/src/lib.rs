@@ -6,6 +6,7 @@
 
 mod buf;
 mod columnar;
+mod fetch_channel;
 mod follower;
 
 use std::sync::{Mutex, MutexGuard};
@@ -822,5 +823,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(self::decode_batch, m)?)?;
     columnar::register(m)?;
     follower::register(m)?;
+    fetch_channel::register(m)?;
     Ok(())
 }

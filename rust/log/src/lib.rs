@@ -10,6 +10,7 @@ pub mod columnar;
 pub mod error;
 pub mod fetch_response;
 pub mod file_cache;
+pub mod frame_read;
 mod index_file;
 pub mod leader_epoch;
 pub mod log;
