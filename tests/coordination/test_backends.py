@@ -78,6 +78,11 @@ async def test_broker_epochs_grow_with_each_registration(cluster: Cluster) -> No
     bounced = await a.register_broker(1, registration(9092))
     assert bounced > max(first, other)  # a bounced broker is told apart by its epoch
     assert await b.broker_epochs() == {1: bounced, 2: other}
+    # one broker's alone, as a controlled shutdown reads it (both sides)
+    assert await b.broker_epoch(1) == bounced
+    assert await a.broker_epoch(2) == other
+    await a.unregister_broker(1)
+    assert await b.broker_epoch(1) is None
 
 
 async def test_controller_election_increments_the_epoch(cluster: Cluster) -> None:

@@ -644,7 +644,9 @@ class Controller:
         STALE_BROKER_EPOCH: a stray or forged request cannot take a broker's
         leaderships away."""
         self._require_lease()
-        registered = (await self.backend.broker_epochs()).get(broker_id)
+        # the asking broker's registration alone, read now (one read: not every
+        # broker's); the watched view may not show a re-registration yet
+        registered = await self.backend.broker_epoch(broker_id)
         if broker_id not in self._live or registered is None:
             raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE,
                              f"Broker {broker_id} is not registered.")

@@ -54,8 +54,11 @@ async def controlled_shutdown(broker_id: int, config: BrokerConfig, metadata: Me
 async def _ask(broker_id: int, metadata: MetadataCache, controller: Controller
                ) -> list[tuple[str, int]]:
     # this broker's registration epoch, read again: the store re-registers a broker
-    # whose session expired, with a new epoch, and the controller checks it
-    broker_epoch = (await controller.backend.broker_epochs()).get(broker_id, -1)
+    # whose session expired, with a new epoch, and the controller checks it. Its own
+    # registration alone (one read), not every broker's (a listing and a read of each)
+    broker_epoch = await controller.backend.broker_epoch(broker_id)
+    if broker_epoch is None:
+        broker_epoch = -1
     if controller.is_active:  # this broker is the controller: no need for the network
         return await controller.controlled_shutdown(broker_id, broker_epoch)
     controller_id = metadata.controller_id

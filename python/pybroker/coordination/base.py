@@ -216,6 +216,11 @@ class CoordinationBackend(Protocol):
         that bounced between two looks shows a new epoch (Kafka: STALE_BROKER_EPOCH)."""
         ...
 
+    async def broker_epoch(self, broker_id: int) -> int | None:
+        """One broker's epoch as broker_epochs gives it, None when it is not registered:
+        one read of its own registration (a controlled shutdown's check, on both sides)."""
+        ...
+
     async def watch_brokers(self, callback: Callback) -> WatchHandle:
         """callback(dict[int, BrokerRegistration]) with the live brokers, then on change."""
         ...

@@ -350,6 +350,9 @@ class EmbeddedBackend:
     async def broker_epochs(self) -> dict[int, int]:
         return dict(self._broker_epochs)
 
+    async def broker_epoch(self, broker_id: int) -> int | None:
+        return self._broker_epochs.get(broker_id)
+
     async def live_brokers(self) -> dict[int, BrokerRegistration]:
         return dict(self._brokers)
 

@@ -338,6 +338,10 @@ class ZooKeeperBackend(TopicOps, EntityConfigOps):
         return {int(i): read[1].czxid for i, read in zip(ids, reads, strict=True)
                 if read is not None}
 
+    async def broker_epoch(self, broker_id: int) -> int | None:
+        stat = await self.zk.call("exists", zn.broker_path(broker_id))
+        return None if stat is None else stat.czxid
+
     async def watch_brokers(self, callback: Callback) -> WatchHandle:
         async def without_epochs(brokers: dict[int, tuple[BrokerRegistration, int]]) -> None:
             await invoke(callback, {b: registration for b, (registration, _) in brokers.items()})
