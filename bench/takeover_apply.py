@@ -18,6 +18,10 @@ with the older checkout on PYTHONPATH:
 
     python bench/takeover_apply.py --partitions 3000
     PYTHONPATH=<older checkout>/python python bench/takeover_apply.py --partitions 3000
+
+``--loop-busy-ms 4`` keeps the event loop in Python meanwhile (4 ms at a time, then a
+turn for the others), as a broker serving its followers' fetches through a takeover
+is: the checkpoints' writer threads then compete with it for the GIL.
 """
 
 from __future__ import annotations
@@ -87,7 +91,17 @@ async def run(args: argparse.Namespace, data: Path) -> dict[str, object]:
             await asyncio.sleep(0.002)
             lags.append((time.perf_counter() - asked) * 1000 - 2)
 
+    async def serve() -> None:
+        """The loop's own work while the takeover runs (a broker serving its followers'
+        fetches): Python for --loop-busy-ms at a time, then a turn for the others."""
+        while not done:
+            until = time.perf_counter() + args.loop_busy_ms / 1000
+            while time.perf_counter() < until:
+                sum(range(200))
+            await asyncio.sleep(0)
+
     prober = asyncio.create_task(probe())
+    server = asyncio.create_task(serve()) if args.loop_busy_ms > 0 else None
     await asyncio.sleep(0.05)
     started = time.perf_counter()
     if "only" in inspect.signature(getattr(replicas, "apply_topics_async", run)).parameters:
@@ -106,6 +120,8 @@ async def run(args: argparse.Namespace, data: Path) -> dict[str, object]:
     took = time.perf_counter() - started
     done = True
     await prober
+    if server is not None:
+        await server
     led = sum(p.is_leader for p in replicas.partitions.values())
     recording = getattr(replicas, "epochs_recording_s", None)
     logs.shutdown()
@@ -115,6 +131,7 @@ async def run(args: argparse.Namespace, data: Path) -> dict[str, object]:
             "epochs_recording_s": None if recording is None else round(recording, 3),
             "loop_lag_max_ms": round(lags[-1], 1),
             "loop_lag_p99_ms": round(lags[int(len(lags) * 0.99)], 1),
+            "loop_busy_ms": args.loop_busy_ms,
             "loadavg": [round(x, 2) for x in os.getloadavg()]}
 
 
@@ -124,6 +141,9 @@ def main() -> None:
     parser.add_argument("--per-topic", type=int, default=100)
     parser.add_argument("--every", type=int, default=3,
                         help="take over every N'th partition (3: a third, as RF 3)")
+    parser.add_argument("--loop-busy-ms", type=float, default=0.0,
+                        help="keep the event loop busy in Python meanwhile, this long at "
+                             "a time (a broker serving fetches through the takeover)")
     parser.add_argument("--dir", help="where the logs go (default: a temporary dir)")
     parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args()

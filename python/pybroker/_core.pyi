@@ -426,6 +426,15 @@ class FetchChannel:
         ConnectionError when it is not the answer to `correlation_id` or not whole;
         CorruptRecordError when malformed."""
 
+def assign_leader_epochs(
+    logs: list[PartitionLog], epochs: list[int], writers: int
+) -> list[BaseException | None]:
+    """assign_leader_epoch(epochs[i], its log end offset) for each of `logs`,
+    `writers` at a time, without the GIL for the whole call (a broker taking over
+    many leaderships). Each log's exception (as that call would raise it) or None;
+    a failure does not stop the others. ValueError for a negative epoch or
+    lists of different lengths."""
+
 def crc32c(data: Buffer) -> int:
     """CRC-32C (Castagnoli) of any contiguous buffer."""
 

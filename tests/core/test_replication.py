@@ -169,3 +169,39 @@ def test_follower_starts_over_where_the_leaders_log_starts(tmp_path: Path) -> No
     assert follower.end_offset_for_epoch(3) == (3, 104)
     with pytest.raises(ValueError):
         follower.truncate_fully_and_start_at(-1)
+
+
+def test_many_leader_epochs_recorded_in_one_call(tmp_path: Path) -> None:
+    """A broker taking over many leaderships records them in one call without the GIL
+    (assign_leader_epochs): each log's checkpoint gets the epoch at its own log end,
+    written to the file before the call returns, as one assign_leader_epoch each; a
+    failing log is reported in its place and the others are still written."""
+    from pybroker._core import StorageError, assign_leader_epochs
+
+    logs = [open_log(tmp_path / f"t-{i}") for i in range(40)]
+    for i, log in enumerate(logs):
+        lead(log, 0, [make_batch(1 + i % 3)])
+    ends = [log.log_end_offset for log in logs]
+    logs[7].close()  # its call fails: a StorageError in its place
+    errors = assign_leader_epochs(logs, [5 + i % 2 for i in range(40)], 8)
+    assert len(errors) == 40
+    assert isinstance(errors[7], StorageError)
+    assert [i for i, e in enumerate(errors) if e is not None] == [7]
+    for i, log in enumerate(logs):
+        text = (tmp_path / f"t-{i}" / "leader-epoch-checkpoint").read_text()
+        if i == 7:
+            assert text == "0\n1\n0 0\n"
+            continue
+        assert text == f"0\n2\n0 0\n{5 + i % 2} {ends[i]}\n"
+        assert log.latest_epoch == 5 + i % 2
+        assert log.end_offset_for_epoch(0) == (0, ends[i])
+    # the same epoch again changes nothing; one thread does the same work
+    assert assign_leader_epochs(logs[:3], [5, 6, 5], 1) == [None, None, None]
+    assert (tmp_path / "t-2" / "leader-epoch-checkpoint").read_text().endswith(
+        f"5 {ends[2]}\n")
+    assert not list(tmp_path.glob("*/leader-epoch-checkpoint.tmp"))
+    with pytest.raises(ValueError):
+        assign_leader_epochs(logs[:2], [1], 4)
+    with pytest.raises(ValueError):
+        assign_leader_epochs(logs[:1], [-1], 4)
+    assert assign_leader_epochs([], [], 16) == []

@@ -86,6 +86,7 @@ def test_a_followers_takeover_records_the_epoch_off_the_loop_once_it_no_longer_f
     (issue 25: the fsyncs of hundreds of takeovers held the loop for hundreds of ms)."""
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
+    from pybroker.replica import manager as manager_module
     from pybroker.replica.manager import _LeadAt
 
     config = BrokerConfig({"log.dirs": str(tmp_path)})
@@ -107,20 +108,21 @@ def test_a_followers_takeover_records_the_epoch_off_the_loop_once_it_no_longer_f
 
     recorded: dict[int, tuple[int, bool]] = {}  # index -> (thread, still fetched then)
     epoch_when_led: dict[int, int | None] = {}
-    run = _LeadAt.run
+    record_epochs = manager_module._record_epochs
     make_leader = ReplicaPartition.make_leader
 
-    def recording_run(self: _LeadAt) -> None:
-        recorded[self.partition.index] = (threading.get_ident(),
-                                          fetched(("t", self.partition.index)))
-        run(self)
+    def recording(steps: list[_LeadAt]) -> None:
+        for step in steps:
+            recorded[step.partition.index] = (threading.get_ident(),
+                                              fetched(("t", step.partition.index)))
+        record_epochs(steps)
 
     def recording_leader(self: ReplicaPartition, state: PartitionState,
                          version: int = -1) -> bool:
         epoch_when_led[self.index] = self.log.log.latest_epoch
         return make_leader(self, state, version)
 
-    monkeypatch.setattr(_LeadAt, "run", recording_run)
+    monkeypatch.setattr(manager_module, "_record_epochs", recording)
     monkeypatch.setattr(ReplicaPartition, "make_leader", recording_leader)
 
     async def main() -> int:
@@ -189,30 +191,21 @@ def test_takeovers_over_many_topics_record_their_epochs_side_by_side_in_one_call
                            replicas=[0, 1], isr=[0, 1]) for i in range(4)], {}), None
 
     calls: list[int] = []
-    running = [0, 0]  # now, most at once
-    lock = threading.Lock()
-    both = threading.Barrier(2, timeout=10)
+    writers: list[int] = []
     record_epochs = manager_module._record_epochs
-    run = _LeadAt.run
+    assign = manager_module.assign_leader_epochs
 
     def counting_record(steps: list[_LeadAt]) -> None:
         calls.append(len(steps))
         record_epochs(steps)
 
-    def concurrent_run(self: _LeadAt) -> None:
-        with lock:
-            running[0] += 1
-            running[1] = max(running)
-        try:
-            if self.partition.index == 0 and self.partition.topic in ("a", "b"):
-                both.wait()  # a and b's first takeovers: only side by side do both pass
-            run(self)
-        finally:
-            with lock:
-                running[0] -= 1
+    def counting_assign(logs: list[object], epochs: list[int], threads: int
+                        ) -> list[BaseException | None]:
+        writers.append(threads)
+        return assign(logs, epochs, threads)
 
     monkeypatch.setattr(manager_module, "_record_epochs", counting_record)
-    monkeypatch.setattr(_LeadAt, "run", concurrent_run)
+    monkeypatch.setattr(manager_module, "assign_leader_epochs", counting_assign)
 
     async def main() -> None:
         await replicas.apply_topics_async([states(n, False) for n in ids])
@@ -221,7 +214,8 @@ def test_takeovers_over_many_topics_record_their_epochs_side_by_side_in_one_call
 
     anyio.run(main)
     assert calls == [9], calls  # the three topics' nine takeovers, in one call
-    assert running[1] >= 2, running
+    # ... one Rust call, its checkpoints written side by side without the GIL
+    assert writers == [manager_module.EPOCH_WRITERS] and writers[0] >= 2, writers
     for name in ids:
         for index in range(4):
             partition = replicas.get(name, index)

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Collection, Generator, Iterable, Mapping
 from typing import NamedTuple
 
 import anyio
 import anyio.abc
 
+from pybroker._core import assign_leader_epochs
 from pybroker.coordination.base import PartitionState, TopicRecord
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.log.manager import LogManager, UnreadablePartitionMetadata
@@ -63,27 +62,28 @@ _Step = int | _LeadAt | None
 
 #: leader-epoch checkpoints written side by side: each is a write, an fsync, a rename
 #: and an fsync of its dir, a few ms on a busy disk; one after another, a broker taking
-#: over 1,000 leaderships waited seconds for them, while concurrent fsyncs share the
-#: file system's journal commits (500 checkpoints on this loaded machine: 3.4 s one at a
-#: time, 0.66 s eight at a time, 0.44 s thirty-two at a time; past sixteen the writers'
-#: turns at the GIL start to delay the event loop)
+#: over 1,000 leaderships waited seconds for them, while concurrent fsyncs overlap
+#: their device flushes (500 checkpoints on this loaded machine: 3.4 s one at a time,
+#: 0.66 s eight at a time, 0.44 s thirty-two at a time)
 EPOCH_WRITERS = 16
-_epoch_pool: ThreadPoolExecutor | None = None
-_epoch_pool_lock = threading.Lock()
 
 
 def _record_epochs(steps: list[_LeadAt]) -> None:
-    """Run the steps (a worker thread's call), several at once when there are many."""
-    global _epoch_pool
+    """Run the steps (a worker thread's call): one Rust call writes every checkpoint,
+    EPOCH_WRITERS at a time, without taking the GIL back between them. With a Python
+    thread per checkpoint each took the GIL twice, and while the event loop held it
+    (serving fetches through the takeover) every handover could wait the
+    interpreter's switch interval (issue 25). A failure is left to make_leader on the
+    loop, as _LeadAt.try_run leaves it."""
     if len(steps) == 1:
         steps[0].try_run()
         return
-    with _epoch_pool_lock:
-        if _epoch_pool is None:
-            _epoch_pool = ThreadPoolExecutor(EPOCH_WRITERS, thread_name_prefix="leader-epoch")
-        pool = _epoch_pool
-    for _ in pool.map(_LeadAt.try_run, steps):
-        pass
+    errors = assign_leader_epochs([step.partition.log.log for step in steps],
+                                  [step.epoch for step in steps], EPOCH_WRITERS)
+    for step, exc in zip(steps, errors, strict=True):
+        if exc is not None:
+            log.debug("recording epoch %d of %s-%d on a worker thread: %s", step.epoch,
+                      step.partition.topic, step.partition.index, exc)
 
 
 class ReplicaManager:

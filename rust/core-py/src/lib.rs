@@ -6,6 +6,7 @@
 
 mod buf;
 mod columnar;
+mod epochs;
 mod fetch_channel;
 mod follower;
 
@@ -824,5 +825,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     columnar::register(m)?;
     follower::register(m)?;
     fetch_channel::register(m)?;
+    epochs::register(m)?;
     Ok(())
 }
