@@ -546,11 +546,24 @@ mod tests {
         }
     }
 
+    /// A segment at `base_offset` in `dir`, opened and made active (indexes of a MiB).
+    fn active_segment(dir: &Path, base_offset: i64, index_interval_bytes: u64) -> Segment {
+        let mut s = Segment::open(
+            dir,
+            base_offset,
+            index_interval_bytes,
+            0,
+            FileCache::global(),
+        )
+        .unwrap();
+        s.activate(1 << 20).unwrap();
+        s
+    }
+
     #[test]
     fn delete_files_renames_then_removes() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Segment::open(dir.path(), 7, 100, 0, FileCache::global()).unwrap();
-        s.activate(1 << 12).unwrap();
+        let mut s = active_segment(dir.path(), 7, 100);
         let mut b = BatchBuilder::new(0, 1000);
         b.push(Record::new(1000, None, Some(b"x")));
         let raw = b.build();
@@ -576,8 +589,7 @@ mod tests {
     #[test]
     fn append_find_and_index_every_interval() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Segment::open(dir.path(), 0, 100, 0, FileCache::global()).unwrap();
-        s.activate(1 << 20).unwrap();
+        let mut s = active_segment(dir.path(), 0, 100);
         let mut raws = Vec::new();
         for i in 0..20 {
             let mut b = BatchBuilder::new(0, 1000 + i);
@@ -643,8 +655,7 @@ mod tests {
     #[test]
     fn blocks_are_reserved_ahead_of_a_busy_segment_and_given_back_at_roll() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Segment::open(dir.path(), 0, 4096, 0, FileCache::global()).unwrap();
-        s.activate(1 << 20).unwrap();
+        let mut s = active_segment(dir.path(), 0, 4096);
         let mut appender = KibBatches::new();
         appender.append(&mut s);
         // a little data: nothing reserved
@@ -693,9 +704,7 @@ mod tests {
     #[test]
     fn a_reservation_left_by_a_killed_process_is_cut_at_the_next_activation() {
         let dir = tempfile::tempdir().unwrap();
-        let files = FileCache::global();
-        let mut s = Segment::open(dir.path(), 0, 4096, 0, files).unwrap();
-        s.activate(1 << 20).unwrap();
+        let mut s = active_segment(dir.path(), 0, 4096);
         KibBatches::new().fill_past_reserving_threshold(&mut s);
         reserver::settle();
         let size = s.size();
@@ -703,7 +712,7 @@ mod tests {
         assert!(allocated(&s) > size + PREALLOCATE_CHUNK / 2);
         // no deactivate: what a kill -9 leaves
         drop(s);
-        let mut s = Segment::open(dir.path(), 0, 4096, 0, files).unwrap();
+        let mut s = Segment::open(dir.path(), 0, 4096, 0, FileCache::global()).unwrap();
         assert_eq!(s.size(), size);
         assert!(allocated(&s) > size + PREALLOCATE_CHUNK / 2);
         s.activate(1 << 20).unwrap();
@@ -720,8 +729,7 @@ mod tests {
     #[test]
     fn appends_do_not_wait_for_the_reservation_of_their_blocks() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Segment::open(dir.path(), 0, 4096, 0, FileCache::global()).unwrap();
-        s.activate(1 << 20).unwrap();
+        let mut s = active_segment(dir.path(), 0, 4096);
         let mut appender = KibBatches::new();
         {
             // the worker is held: the appends past the threshold go on without it
@@ -754,8 +762,7 @@ mod tests {
     #[test]
     fn a_reservation_still_queued_at_a_truncation_is_not_made() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Segment::open(dir.path(), 0, 4096, 0, FileCache::global()).unwrap();
-        s.activate(1 << 20).unwrap();
+        let mut s = active_segment(dir.path(), 0, 4096);
         {
             let _held = reserver::hold();
             KibBatches::new().fill_past_reserving_threshold(&mut s);
@@ -776,8 +783,7 @@ mod tests {
     #[test]
     fn a_cut_queued_at_a_roll_does_not_touch_a_segment_truncated_and_appended_to_since() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Segment::open(dir.path(), 0, 4096, 0, FileCache::global()).unwrap();
-        s.activate(1 << 20).unwrap();
+        let mut s = active_segment(dir.path(), 0, 4096);
         let mut appender = KibBatches::new();
         {
             let _held = reserver::hold();
