@@ -10,15 +10,20 @@ reserved first (fallocate FALLOC_FL_KEEP_SIZE). `--reserve-chunks inline` reserv
 as the log did from 2bd1f48: 16 MiB at a time, by the appending thread when an append
 passes the reserved end; `--reserve-chunks thread` as it does now: by a worker thread,
 asked when an append passes half of the last chunk, so the appends never wait for it.
-The fallocate calls are timed too. On ext4, an append past the allocated blocks reserves them
-under the inode's i_data_sem, which writeback holds while it allocates that file's
-blocks; run under `perf record -e sched:sched_switch -g` to see where a slow write
-waited. Files go to `--dir` (default: a temp dir in the current directory), removed
-at the end.
+The fallocate calls are timed too. With `--write-behind` both files' data is
+written back as they grow, as the log does since it starts the writeback itself
+(rust/log/src/writeback.rs): sync_file_range(SYNC_FILE_RANGE_WRITE) on a worker thread,
+4 MiB at a time, a MiB behind the end, so the bulk load leaves a few MB dirty instead of
+the ~2 GB the flusher otherwise takes on during the appends.
+On ext4, an append past the allocated blocks reserves them under the inode's
+i_data_sem, which writeback holds while it allocates that file's blocks; run under
+`perf record -e sched:sched_switch -g` to see where a slow write waited. Files go to
+`--dir` (default: a temp dir in the current directory), removed at the end.
 
 Example (the two cases one after the other):
     python bench/append_stall.py --bulk-mb 3500 --seconds 12
     python bench/append_stall.py --bulk-mb 3500 --seconds 12 --reserve
+    python bench/append_stall.py --bulk-mb 3500 --seconds 12 --reserve-chunks thread --write-behind
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ import time
 CHUNK = 20480
 FALLOC_FL_KEEP_SIZE = 1
 RESERVE_CHUNK = 16 << 20
+WRITEBACK_CHUNK = 4 << 20
+WRITEBACK_LAG = 1 << 20
+SYNC_FILE_RANGE_WRITE = 2
 
 
 def vmstat_mb() -> dict[str, int]:
@@ -88,6 +96,36 @@ class Reserver:
             self.worker.join()
 
 
+class WriteBehind:
+    """Starts the writeback of a growing file's data a MiB behind its end, 4 MiB at a
+    time, on a worker thread, as the log's segments do (rust/log/src/writeback.rs)."""
+
+    def __init__(self) -> None:
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_long, ctypes.c_long,
+                                              ctypes.c_uint]
+        self.jobs: queue.Queue[tuple[int, int, int] | None] = queue.Queue()
+        self.done: dict[int, int] = {}
+        self.worker = threading.Thread(target=self._work, daemon=True)
+        self.worker.start()
+
+    def _work(self) -> None:
+        while (job := self.jobs.get()) is not None:
+            fd, offset, length = job
+            self.libc.sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE)
+
+    def appended(self, fd: int, end: int) -> None:
+        settled = max(0, end - WRITEBACK_LAG) // 4096 * 4096
+        done = self.done.get(fd, 0)
+        if settled >= done + WRITEBACK_CHUNK:
+            self.jobs.put((fd, done, settled - done))
+            self.done[fd] = settled
+
+    def stop(self) -> None:
+        self.jobs.put(None)
+        self.worker.join()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -98,16 +136,24 @@ def main() -> None:
     ap.add_argument("--reserve-chunks", choices=("inline", "thread"),
                     help="reserve 16 MiB at a time as appends go: by the appending thread "
                          "or ahead by a worker thread")
+    ap.add_argument("--write-behind", action="store_true",
+                    help="start the writeback of both files' data as they grow")
     ap.add_argument("--dir", default=".")
     args = ap.parse_args()
+    behind = WriteBehind() if args.write_behind else None
     with tempfile.TemporaryDirectory(prefix="append-stall-", dir=args.dir) as tmp:
         if args.bulk_mb:
             fd = os.open(os.path.join(tmp, "bulk"), os.O_CREAT | os.O_WRONLY, 0o644)
             block = b"x" * (1 << 20)
             started = time.monotonic()
-            for _ in range(args.bulk_mb):
+            for i in range(args.bulk_mb):
                 os.write(fd, block)
-            os.close(fd)
+                if behind is not None:
+                    behind.appended(fd, (i + 1) << 20)
+            if behind is not None:
+                behind.jobs.put((fd, 0, 0))  # the rest, as at a roll (0: to the end)
+            else:
+                os.close(fd)
             print(f"bulk: {args.bulk_mb} MB written in {time.monotonic() - started:.1f} s; "
                   f"{vmstat_mb()}")
         fd = os.open(os.path.join(tmp, "segment"), os.O_CREAT | os.O_WRONLY | os.O_APPEND,
@@ -125,6 +171,8 @@ def main() -> None:
                 reserver.appended((len(took) + 1) * CHUNK)
             os.write(fd, chunk)
             took.append((time.perf_counter() - before) * 1000)
+            if behind is not None:
+                behind.appended(fd, len(took) * CHUNK)
             if len(took) % 500 == 0:
                 for key, value in vmstat_mb().items():
                     peak[key] = max(peak.get(key, 0), value)
@@ -133,13 +181,20 @@ def main() -> None:
                 time.sleep(pause)
         if reserver is not None:
             reserver.stop()
+        if behind is not None:
+            behind.stop()
         os.close(fd)
+        for other in (behind.done if behind is not None else ()):
+            if other != fd:
+                os.close(other)
     took.sort()
 
     def q(p: float) -> float:
         return took[min(len(took) - 1, int(p / 100 * len(took)))]
 
     mode = " (reserved)" if args.reserve else ""
+    if args.write_behind:
+        mode += " (written behind)"
     if reserver is not None:
         mode = f" (reserved 16 MiB at a time, {args.reserve_chunks})"
         print(f"fallocate calls: {len(reserver.took)}, max {max(reserver.took, default=0):.1f} "
