@@ -193,10 +193,10 @@ def main() -> None:
         return took[min(len(took) - 1, int(p / 100 * len(took)))]
 
     mode = " (reserved)" if args.reserve else ""
-    if args.write_behind:
-        mode += " (written behind)"
     if reserver is not None:
         mode = f" (reserved 16 MiB at a time, {args.reserve_chunks})"
+    if args.write_behind:
+        mode += " (written behind)"
         print(f"fallocate calls: {len(reserver.took)}, max {max(reserver.took, default=0):.1f} "
               f"ms, sum {sum(reserver.took):.1f} ms")
     print(f"appends{mode}: {len(took)}, p50 {q(50):.3f} "
