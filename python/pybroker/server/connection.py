@@ -67,8 +67,11 @@ SMALL_SLICE_BYTES = 16384
 #: iovecs per sendmsg (Linux IOV_MAX is 1024)
 IOV_MAX = 1024
 #: request bytes a connection reads ahead (unhandled) while its responses wait for room in
-#: the socket's send buffer; past it the connection stops reading, as before (see _read_ahead)
-READ_AHEAD_MAX_BYTES = 1 << 20
+#: the socket's send buffer or a request is handled; past it the connection stops reading,
+#: as before (see _read_ahead). A producer pipelining one request per partition to 10,000
+#: partitions has 1.4 MB in flight: at 1 MiB a broker behind on a loaded machine still
+#: stopped reading, and the full receive buffer dropped segments again
+READ_AHEAD_MAX_BYTES = 4 << 20
 #: sendmsg flag: more follows at once (Linux); 0 where the platform has none
 MSG_MORE = getattr(socket, "MSG_MORE", 0)
 
@@ -305,7 +308,7 @@ class Connection:
         back off to retransmit timeouts, and the client sees nothing for a minute
         (bench/produce_fanout.py). Reading on keeps the receive buffer drained.
         Requests are still handled one at a time, in order, after the send: this only
-        moves their bytes. Bounded by READ_AHEAD_MAX_BYTES per connection and by
+        moves their bytes. Bounded by READ_AHEAD_MAX_BYTES (4 MiB) per connection and by
         `queued.max.request.bytes` when set: past either, reading stops, and a client
         that never reads its responses holds at most that much here."""
         ahead = self._ahead
