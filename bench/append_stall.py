@@ -195,10 +195,10 @@ def main() -> None:
     mode = " (reserved)" if args.reserve else ""
     if reserver is not None:
         mode = f" (reserved 16 MiB at a time, {args.reserve_chunks})"
-    if args.write_behind:
-        mode += " (written behind)"
         print(f"fallocate calls: {len(reserver.took)}, max {max(reserver.took, default=0):.1f} "
               f"ms, sum {sum(reserver.took):.1f} ms")
+    if args.write_behind:
+        mode += " (written behind)"
     print(f"appends{mode}: {len(took)}, p50 {q(50):.3f} "
           f"p99 {q(99):.3f} p99.9 {q(99.9):.3f} max {took[-1]:.1f} ms; over 1 ms "
           f"{sum(t > 1 for t in took)}, over 5 ms {sum(t > 5 for t in took)}; dirty/writeback "
