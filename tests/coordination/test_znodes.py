@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import uuid
 
+import msgspec
 import pytest
 
 from pybroker.coordination import znodes as zn
@@ -101,3 +103,16 @@ def test_malformed_payloads_name_the_path(data: bytes | None, kind: type, needle
 def test_negative_controller_epoch_is_malformed() -> None:
     with pytest.raises(MalformedZNode, match="negative"):
         zn.decode_controller_epoch("/controller_epoch", b"-1")
+
+
+def test_a_partition_state_is_not_walked_by_the_cyclic_gc() -> None:
+    """A broker keeps a state per partition (thousands), renewed at every change: the
+    decoded state is not tracked, only its ISR list is (issue 25)."""
+    path = zn.partition_state_path("t", 0)
+    state = zn.decode(path, b'{"controller_epoch":1,"leader":1,"version":1,'
+                            b'"leader_epoch":2,"isr":[1,2,3]}', zn.LeaderAndIsr)
+    assert not gc.is_tracked(state) and gc.is_tracked(state.isr)
+    assert not gc.is_tracked(msgspec.structs.replace(state, isr=[1, 2]))
+    assert not gc.is_tracked(zn.LeaderAndIsr(controller_epoch=1, leader=1, leader_epoch=1,
+                                             isr=[1]))
+    assert state.isr == [1, 2, 3] and state.leader_epoch == 2

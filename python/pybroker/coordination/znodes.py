@@ -222,10 +222,15 @@ RECOVERED = 0
 RECOVERING = 1
 
 
-class LeaderAndIsr(Struct, kw_only=True, frozen=True):
+class LeaderAndIsr(Struct, kw_only=True, frozen=True, gc=False):
     """/brokers/topics/<t>/partitions/<p>/state: leader, leader epoch, ISR and the epoch
     of the controller that wrote it. leader_recovery_state is written only when it is
-    not RECOVERED (0), as Kafka does; reading it absent means RECOVERED."""
+    not RECOVERED (0), as Kafka does; reading it absent means RECOVERED.
+
+    Not tracked by the cyclic GC (gc=False): it holds ints and a list of ints, so it can
+    be in no reference cycle, and every broker keeps one per partition (its metadata
+    listener's states), renewed at every state change: one object fewer per partition
+    for every full collection to walk until it is frozen (issue 25)."""
 
     controller_epoch: int
     leader: int
