@@ -110,6 +110,29 @@ def test_leave_frees_partitions_for_the_others() -> None:
     assert parts(b) == {0, 1, 2, 3} and b["member_epoch"] == 3
 
 
+def test_left_member_is_unknown_until_it_joins_again() -> None:
+    """librdkafka's unsubscribe-then-subscribe (its 0045_subscribe_many_updates): a
+    heartbeat in flight is answered before the leave, the leave with epoch -1; what the
+    left member sends after that is Kafka's consumerGroupHeartbeat/consumerGroupLeave
+    for a member the group no longer has (UNKNOWN_MEMBER_ID, on which the client
+    rejoins), and its join at epoch 0 with the same member id starts it over."""
+    co, _, _ = make()
+    a = hb(co, "a", 0)
+    assert a["member_epoch"] == 1
+    in_flight = hb(co, "a", 1, owned={0, 1, 2, 3})
+    assert in_flight["error_code"] == 0 and in_flight["member_epoch"] == 1
+    left = hb(co, "a", -1)
+    assert (left["error_code"], left["member_id"], left["member_epoch"]) == (0, "a", -1)
+    assert left["assignment"] is None
+    assert co.consumer.group("g").members == {}
+    assert hb(co, "a", 1, owned={0, 1, 2, 3})["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    assert hb(co, "a", -1)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    back = hb(co, "a", 0, topics=["u"])
+    assert back["error_code"] == 0 and back["member_id"] == "a"
+    assert back["member_epoch"] > 1  # the leave and the join each moved the group epoch
+    assert parts(back, TOPICS.table["u"][0]) == {0, 1}
+
+
 def test_session_expiry_removes_member() -> None:
     co, clock, _ = make(session_timeout_ms=1000)
     hb(co, "a", 0)
