@@ -234,3 +234,39 @@ def test_small_requests_arriving_while_one_is_handled_are_read_ahead() -> None:
             conn.close()
             client.close()
     run(main)
+
+
+
+def test_a_read_that_fills_the_buffer_takes_the_rest_of_small_requests_ahead() -> None:
+    """A busy connection goes from request to request without the loop polling between
+    them, so the readiness callback cannot read ahead; instead a read that fills the
+    64 KiB buffer, after a small request, takes what else waits in the socket, and the
+    client's small requests do not pile up in the receive buffer. Fails without it:
+    nothing is read ahead, the rest stays in the socket."""
+    count = 2000
+
+    async def main() -> None:
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(1)
+            client = socket.create_connection(listener.getsockname())
+            server, _ = listener.accept()
+        conn = Connection(server, MAX_REQUEST)
+        try:
+            client.settimeout(WAIT_S)
+            with anyio.fail_after(WAIT_S):
+                await anyio.to_thread.run_sync(
+                    client.sendall, b"".join(request(n) for n in range(count)))
+                # past the first 64 KiB: the second read comes after small requests
+                for n in range(700):
+                    frame = await conn.read_frame()
+                    assert int.from_bytes(frame[:4], "big") == n
+            assert conn._ahead is not None and len(conn._ahead) > 0
+            with anyio.fail_after(WAIT_S):
+                for n in range(700, count):
+                    frame = await conn.read_frame()
+                    assert int.from_bytes(frame[:4], "big") == n
+        finally:
+            conn.close()
+            client.close()
+    run(main)

@@ -217,6 +217,8 @@ class Connection:
             self._buf = buf
             self._start, self._end = 0, n
             self.last_active = time.monotonic()
+            if n == len(buf):
+                self._drain_small()
             return
         if len(buf) - self._start < need:
             remaining = self._end - self._start
@@ -235,6 +237,17 @@ class Connection:
             raise ConnectionClosed()
         self._end += n
         self.last_active = time.monotonic()
+        if n == len(view):
+            self._drain_small()
+
+    def _drain_small(self) -> None:
+        """The read filled the buffer, so more may wait in the socket: if the client
+        sends small requests, take it all ahead now (see _read_ahead). A busy broker
+        reads from the buffer without waiting for the loop between requests, so the
+        loop's readiness callback (_read_ahead_idle) does not run meanwhile; without
+        this the socket held what the 64 KiB buffer could not, and overfilled."""
+        if self._small and self._may_read_ahead():
+            self._read_ahead()
 
     async def _read_large(self, size: int) -> memoryview:
         """A frame too big for the read-ahead buffer, in its own growing buffer."""
