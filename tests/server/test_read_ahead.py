@@ -270,3 +270,42 @@ def test_a_read_that_fills_the_buffer_takes_the_rest_of_small_requests_ahead() -
             conn.close()
             client.close()
     run(main)
+
+
+def test_a_large_request_read_ahead_into_a_spent_pool_is_still_read() -> None:
+    """A connection whose read-ahead spent `queued.max.request.bytes` and then meets a
+    large request (one read into its own reserved buffer) must not wait for pool bytes
+    only it holds: its own read-ahead is given back first. Fails on the old code: the
+    read waits on the pool for ever (here until the bound)."""
+    pool_bytes = 100_000
+    size = 150_000  # past the small-frame buffer: read by _read_large, which reserves
+
+    async def main() -> None:
+        server, client = tcp_pair()
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        pool = RequestMemoryPool(pool_bytes)
+        conn = Connection(server, MAX_REQUEST, pool=pool)
+        body = struct.pack(">i", 7) + bytes(size - 4)
+        try:
+            sender = threading.Thread(
+                target=client.sendall, args=(struct.pack(">i", size) + body,))
+            sender.start()
+            with anyio.fail_after(WAIT_S):  # the bytes reach the broker's socket
+                while conn.sock.recv(1, socket.MSG_PEEK) == b"":
+                    await anyio.sleep(0.01)
+                held = 0
+                while held < pool_bytes:  # a send blocked meanwhile reads ahead
+                    conn._read_ahead()
+                    held = len(conn._ahead) if conn._ahead is not None else 0
+                    await anyio.sleep(0.01)
+            assert pool.available <= 0  # the read-ahead spent the pool
+            with anyio.fail_after(5):
+                frame = await conn.read_frame()
+            assert len(frame) == size and int.from_bytes(frame[:4], "big") == 7
+            sender.join(WAIT_S)
+            conn._release_reservation()
+            assert pool.available == pool_bytes
+        finally:
+            conn.close()
+            client.close()
+    run(main)

@@ -252,6 +252,11 @@ class Connection:
     async def _read_large(self, size: int) -> memoryview:
         """A frame too big for the read-ahead buffer, in its own growing buffer."""
         if self.pool is not None:
+            # bytes read ahead hold pool bytes until all are read, and may be this very
+            # frame's: kept while it waits, they could exhaust the pool this connection
+            # alone waits on, and it would wait for bytes only it can give back. They
+            # stay bounded by READ_AHEAD_MAX_BYTES; new read-ahead is counted again
+            self._release_ahead()
             # reads pause while the pool is exhausted; the wait is not idleness
             self.request_started(time.monotonic())
             try:
