@@ -82,7 +82,9 @@ def test_a_slow_full_collection_freezes_its_survivors_and_not_its_garbage() -> N
     del kept
     gc.collect()
     assert survivor() is not None  # a frozen cycle is not collected (the price)
-    assert gc.get_freeze_count() == frozen
+    # nothing more frozen without the policy; the count itself may fall meanwhile, as
+    # frozen objects still die by reference count (other tests' leftover threads)
+    assert gc.get_freeze_count() <= frozen
 
 
 @pytest.mark.usefixtures("no_collector_afterwards")
