@@ -11,10 +11,12 @@ as the log did from 2bd1f48: 16 MiB at a time, by the appending thread when an a
 passes the reserved end; `--reserve-chunks thread` as it does now: by a worker thread,
 asked when an append passes half of the last chunk, so the appends never wait for it.
 The fallocate calls are timed too. With `--write-behind` both files' data is
-written back as they grow, as the log does since it starts the writeback itself
-(rust/log/src/writeback.rs): sync_file_range(SYNC_FILE_RANGE_WRITE) on a worker thread,
+written back as they grow: sync_file_range(SYNC_FILE_RANGE_WRITE) on a worker thread,
 4 MiB at a time, a MiB behind the end, so the bulk load leaves a few MB dirty instead of
-the ~2 GB the flusher otherwise takes on during the appends.
+the ~2 GB the flusher otherwise takes on during the appends. (The log did this itself from
+f4afe5c until its revert: it cost 0.15-0.3 broker CPU s/GB and showed no gain in the
+tail after a bulk load; bench/RESULTS.md, the end-of-session quiet section of
+2026-11-28 10:27 UTC.)
 On ext4, an append past the allocated blocks reserves them under the inode's
 i_data_sem, which writeback holds while it allocates that file's blocks; run under
 `perf record -e sched:sched_switch -g` to see where a slow write waited. Files go to
@@ -98,7 +100,7 @@ class Reserver:
 
 class WriteBehind:
     """Starts the writeback of a growing file's data a MiB behind its end, 4 MiB at a
-    time, on a worker thread, as the log's segments do (rust/log/src/writeback.rs)."""
+    time, on a worker thread, as the log's segments did from f4afe5c until its revert."""
 
     def __init__(self) -> None:
         self.libc = ctypes.CDLL(None, use_errno=True)

@@ -25,7 +25,6 @@ pub mod time_index;
 pub mod txn;
 pub mod txn_index;
 pub mod validate;
-pub mod writeback;
 
 pub use error::{LogError, Result};
 pub use file_cache::FileCache;

@@ -41,7 +41,6 @@ use crate::offset_index::OffsetIndex;
 use crate::reserver::{self, Ticket};
 use crate::time_index::TimeIndex;
 use crate::txn_index::TxnIndex;
-use crate::writeback;
 
 /// `<base offset zero-padded to 20 digits>.<ext>`.
 pub fn file_name(base_offset: i64, ext: &str) -> String {
@@ -91,9 +90,6 @@ pub struct Segment {
     ticket: Option<Arc<Ticket>>,
     /// The cut queued at its last deactivation (spent by a truncation).
     pending_cut: Option<Arc<Ticket>>,
-    /// End of the data whose writeback this handle has asked for (`writeback.rs`);
-    /// what was there at open is left to the kernel.
-    written_back: u64,
 }
 
 /// The active segment's blocks are reserved this far ahead of its appends (between
@@ -183,7 +179,6 @@ impl Segment {
             holds_reservation: false,
             ticket: None,
             pending_cut: None,
-            written_back: writeback::page_start(size),
         })
     }
 
@@ -267,11 +262,6 @@ impl Segment {
             let h = b.parsed();
             self.track_batch(pos, &h);
             pos += h.size() as u64;
-        }
-        let settled = writeback::settled_end(self.size);
-        if settled >= self.written_back + writeback::WRITEBACK_CHUNK {
-            writeback::write_back(log, self.written_back, settled);
-            self.written_back = settled;
         }
         Ok(())
     }
@@ -405,8 +395,6 @@ impl Segment {
         }
         self.log.handle_for_write()?.set_len(size)?;
         self.size = size;
-        // appends write the pages past the cut again
-        self.written_back = self.written_back.min(writeback::page_start(size));
         // the cut freed whatever was reserved past it
         self.preallocated = 0;
         self.give_back_reservation();
@@ -440,11 +428,6 @@ impl Segment {
     /// both indexes trimmed to their entries.
     pub fn deactivate(&mut self) -> Result<()> {
         self.release_preallocated()?;
-        // no more appends: the rest of its data goes out now, not with the next load's
-        if self.size > self.written_back {
-            writeback::write_back(self.log.handle()?, self.written_back, self.size);
-            self.written_back = self.size;
-        }
         if self.size > 0 {
             self.time_index.ensure_mapped()?;
             self.time_index
@@ -817,78 +800,6 @@ mod tests {
         }
         reserver::settle();
         assert_eq!(std::fs::metadata(s.log_path()).unwrap().len(), s.size());
-        s.deactivate().unwrap();
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn the_data_behind_the_appends_is_written_back_as_the_segment_grows() {
-        use writeback::{WRITEBACK_CHUNK, WRITEBACK_LAG};
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = active_segment(dir.path(), 0, 4096);
-        let file = s.file().unwrap();
-        let mut appender = KibBatches::new();
-        {
-            // the worker is held: the appends go on without it
-            let _held = writeback::hold();
-            while s.size() < 3 * WRITEBACK_CHUNK {
-                appender.append(&mut s);
-                let asked = writeback::tests::asked(&file);
-                if let Some(&(_, until)) = asked.last() {
-                    // never the pages still being filled
-                    assert!(until + WRITEBACK_LAG <= s.size() && until % 4096 == 0);
-                    // and never far behind
-                    assert!(s.size() < until + WRITEBACK_LAG + WRITEBACK_CHUNK + 4096 + 70_000);
-                }
-            }
-        }
-        let asked = writeback::tests::asked(&file);
-        assert!(asked.len() >= 2, "{asked:?}");
-        // the ranges follow each other from the start of the data, a chunk or more each
-        assert_eq!(asked[0].0, 0);
-        for pair in asked.windows(2) {
-            assert_eq!(pair[0].1, pair[1].0, "{asked:?}");
-        }
-        assert!(asked
-            .iter()
-            .all(|&(from, until)| until - from >= WRITEBACK_CHUNK));
-        // at the roll, the rest
-        s.deactivate().unwrap();
-        let asked = writeback::tests::asked(&file);
-        assert_eq!(asked.last().unwrap().1, s.size());
-        writeback::settle();
-        let bytes = std::fs::read(s.log_path()).unwrap();
-        assert_eq!(bytes.len() as u64, s.size());
-        assert!(batch::validate_batches(&bytes, usize::MAX).is_ok());
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn after_a_truncation_the_writeback_starts_again_from_the_cut() {
-        use writeback::WRITEBACK_CHUNK;
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = active_segment(dir.path(), 0, 4096);
-        let file = s.file().unwrap();
-        let mut appender = KibBatches::new();
-        while writeback::tests::asked(&file).is_empty() && s.size() < 2 * WRITEBACK_CHUNK {
-            appender.append(&mut s);
-        }
-        assert!(!writeback::tests::asked(&file).is_empty());
-        // a follower's truncation into data already asked for, then appends again
-        let cut = 2 * 64 * 1100 + 100;
-        let batch_len = appender.raw.len() as u64;
-        s.truncate_log(cut / batch_len * batch_len).unwrap();
-        appender.offset = s.next_offset;
-        let asked_before = writeback::tests::asked(&file).len();
-        while writeback::tests::asked(&file).len() == asked_before && s.size() < 2 * WRITEBACK_CHUNK
-        {
-            appender.append(&mut s);
-        }
-        let asked = writeback::tests::asked(&file);
-        assert!(asked.len() > asked_before, "{asked:?}");
-        let (from, until) = asked[asked_before];
-        assert_eq!(from, writeback::page_start(cut / batch_len * batch_len));
-        assert!(until - from >= WRITEBACK_CHUNK);
         s.deactivate().unwrap();
     }
 }
