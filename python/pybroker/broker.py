@@ -206,7 +206,6 @@ class Broker:
         controller.known_states = lambda: listener.states
         isr = IsrManager(replicas, backend, listener, config["replica.lag.time.max.ms"],
                          self.metrics)
-        publisher.broker_listeners.append(isr.wake)
         offline_dirs = OfflineDirReporter(broker_id, backend, replicas, logs.failures)
         # a broker whose session expired may be a zombie: it leads nothing until the
         # store's watches tell it again what it leads
@@ -214,41 +213,22 @@ class Broker:
         await broker_configs.start()
         await group_configs.start()
         phases.done("configs")
-        #: the part of the start after which the finally below undoes it (before it, a
-        #: failure leaves as it always did: unregistered, nothing served)
-        serving = False
-        failed_start: Exception | None = None
+        await listener.start()
+        phases.done("metadata and logs")
+        await self._register(backend)
+        phases.done("registration")
+
+        from pybroker.server.dispatch import Dispatcher
+        from pybroker.server.gc_policy import PAUSES, freeze_startup_heap
+
+        dispatcher = Dispatcher(ctx)
+        server = ConnectionServer(config, dispatcher.handle_frame, self.metrics,
+                                  self.tls_contexts)
+        broker_configs.listeners.append(
+            lambda changed: server.quotas.reconfigure(config)
+            if changed & CONNECTION_LIMIT_KEYS else None)
         try:
             async with anyio.create_task_group() as tg:
-                # followers fetch from the moment a topic's states are applied, while the
-                # next topics' logs still open (a restart at 10,000 partitions: the first
-                # fetches, truncations and catching up overlap the opens, not follow
-                # them). Leaders take a follower into the ISR only once it is registered
-                # (IsrManager._eligible), as KRaft's leaders do not take in a broker that
-                # is still fenced while it catches up (KIP-841)
-                tg.start_soon(fetchers.run)
-                try:
-                    await listener.start()
-                    phases.done("metadata and logs")
-                    await self._register(backend)
-                    phases.done("registration")
-                except Exception as exc:
-                    # raised by itself below, as before the fetchers ran beside the
-                    # start (not in the task group's exception group)
-                    failed_start = exc
-                    tg.cancel_scope.cancel()
-                    await anyio.sleep(0)  # cancelled here: the task group ends
-
-                from pybroker.server.dispatch import Dispatcher
-                from pybroker.server.gc_policy import PAUSES, freeze_startup_heap
-
-                dispatcher = Dispatcher(ctx)
-                server = ConnectionServer(config, dispatcher.handle_frame, self.metrics,
-                                          self.tls_contexts)
-                broker_configs.listeners.append(
-                    lambda changed: server.quotas.reconfigure(config)
-                    if changed & CONNECTION_LIMIT_KEYS else None)
-                serving = True
                 if config["event.loop.stall.report.ms"]:  # first: it sees what follows
                     from pybroker.server.stall_report import StallReporter
 
@@ -268,6 +248,7 @@ class Broker:
                     await tg.start(self._serve_metrics, ctx)
                 tg.start_soon(groups.run)
                 tg.start_soon(txn.run)
+                tg.start_soon(fetchers.run)
                 tg.start_soon(isr.run)
                 tg.start_soon(offline_dirs.run)
                 for item, port in zip(self.listeners, self.bound_ports, strict=True):
@@ -288,24 +269,21 @@ class Broker:
                     replicas.shutting_down = True
                     await controlled_shutdown(broker_id, config, metadata, controller)
                 tg.cancel_scope.cancel()
-            if failed_start is not None:
-                raise failed_start
         finally:
-            if serving:  # else nothing was started that needs undoing (as before)
-                PAUSES.uninstall()  # an in-process broker's host (a test) collects as before
-                log.info("cyclic GC while this broker ran: %s", PAUSES.summary())
-                with anyio.CancelScope(shield=True):
-                    dispatcher.quotas.close()
-                    txn_markers.remove_marker_listener(groups.on_txn_marker)
-                    await txn.close()
-                    listener.stop()
-                    broker_configs.stop()
-                    group_configs.stop()
-                    await controller.resign()
-                    try:
-                        await backend.unregister_broker(broker_id)
-                    except Exception as exc:
-                        log.info("unregistering from the coordination store: %s", exc)
+            PAUSES.uninstall()  # an in-process broker's host (a test) collects as before
+            log.info("cyclic GC while this broker ran: %s", PAUSES.summary())
+            with anyio.CancelScope(shield=True):
+                dispatcher.quotas.close()
+                txn_markers.remove_marker_listener(groups.on_txn_marker)
+                await txn.close()
+                listener.stop()
+                broker_configs.stop()
+                group_configs.stop()
+                await controller.resign()
+                try:
+                    await backend.unregister_broker(broker_id)
+                except Exception as exc:
+                    log.info("unregistering from the coordination store: %s", exc)
 
     async def _register(self, backend: CoordinationBackend) -> None:
         """Register /brokers/ids/<id>. A broker restarted right after a crash finds

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 
 from pybroker.coordination.base import TopicRecord
 from pybroker.metadata.cache import BrokerEndpoint, MetadataCache
@@ -32,14 +32,9 @@ class MetadataPublisher:
         self.metadata = metadata
         self.replicas = replicas
         self.purgatory = purgatory
-        #: called after the live brokers changed (the ISR manager looks again: a broker
-        #: that registered may join the ISRs it has caught up with)
-        self.broker_listeners: list[Callable[[], None]] = []
 
     def brokers_changed(self, brokers: list[BrokerEndpoint]) -> None:
         self.metadata.set_brokers(brokers)
-        for listener in self.broker_listeners:
-            listener()
 
     async def topic_changed(self, record: TopicRecord,
                             versions: list[int] | None = None) -> None:

@@ -54,18 +54,9 @@ class IsrManager:
         #: full rounds (every led partition checked) and candidate rounds, for tests
         self.full_rounds = 0
         self.candidate_rounds = 0
-        #: the next round checks every led partition (wake)
-        self._full_now = False
 
     def _candidate(self, partition: ReplicaPartition) -> None:
         self._candidates.add(partition)
-        self._expand.set()
-
-    def wake(self) -> None:
-        """A round over every led partition now (the live brokers changed: a follower
-        that caught up before it registered, its catch-ups passed over as not live, may
-        join now rather than at its next fetch)."""
-        self._full_now = True
         self._expand.set()
 
     async def run(self) -> None:
@@ -83,8 +74,7 @@ class IsrManager:
             self._expand = anyio.Event()
             for partition in list(self._unsure):
                 await self._settle_unsure(partition)
-            full = time.monotonic() >= due or self._full_now
-            self._full_now = False
+            full = time.monotonic() >= due
             if full:
                 due = time.monotonic() + interval
                 partitions = list(self.replicas.partitions.values())
