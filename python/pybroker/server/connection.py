@@ -245,9 +245,9 @@ class Connection:
         sends small requests, take it all ahead now (see _read_ahead). A busy broker
         reads from the buffer without waiting for the loop between requests, so the
         loop's readiness callback (_read_ahead_idle) does not run meanwhile; without
-        this the socket held what the 64 KiB buffer could not, and overfilled."""
-        if self._small and self._may_read_ahead():
-            self._read_ahead()
+        this the socket held what the 64 KiB buffer could not, and overfilled. The
+        callback's own rule decides (small requests only, when reading ahead is allowed)."""
+        self._read_ahead_idle()
 
     async def _read_large(self, size: int) -> memoryview:
         """A frame too big for the read-ahead buffer, in its own growing buffer."""
