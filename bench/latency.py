@@ -24,6 +24,15 @@ round trip, apart from the records' path; its percentiles are printed and in the
 The kernel's writeback counters (/proc/vmstat nr_dirty and nr_writeback, in MB, sampled
 every 100 ms) are reported too: the page cache the broker's writes go through.
 
+Where the counted seconds went, per process (the broker, and this process: the client),
+from the scheduler's own counts (/proc/PID/task/*/schedstat, status): each thread's CPU
+seconds, the seconds it was runnable but waiting for a CPU, and how often it was
+preempted. On 2 cores the broker's event loop and the client take most of both: a loop
+thread that waited seconds for a CPU says the tail is CPU contention (the client or
+other work), not something the broker blocked on. Each record that took 5 ms or more is
+kept in the JSON with its send time (CLOCK_MONOTONIC, as `perf record -k
+CLOCK_MONOTONIC` stamps events) so that a tail can be lined up with a trace of the broker.
+
 With `--bulk-mb N` each run first puts N MB of 1 KiB records through the same broker at
 full speed (produced to a 3-partition topic, acks=1, linger.ms=5, then consumed back),
 and measures right after it: the tail of a broker that has just taken a bulk load
@@ -67,6 +76,9 @@ except ImportError as exc:  # pragma: no cover - guidance only
     sys.exit(f"missing dependency ({exc}); run: pip install '.[bench]'")
 
 STAMP = struct.Struct(">q")
+#: records at least this slow (the p99.9 goal) are kept with their send time
+SLOW_MS = 5.0
+SLOW_KEPT = 50_000
 #: loop-lag probe: ApiVersions v0 (key 18) with client id "lag", framed
 _PROBE_HEADER = struct.Struct(">ihhih")
 
@@ -156,6 +168,81 @@ class WritebackSampler(threading.Thread):
                 for name, v in self.samples.items()}
 
 
+class ThreadTimes:
+    """Where each thread of a process spent an interval, from the scheduler's own counts
+    (/proc/PID/task/TID/schedstat: ns on a CPU, ns runnable but waiting for one; the
+    context switches from status). On a shared machine the wall clock of a slow request
+    does not say whether the thread worked, waited for a CPU (preempted: the client, other
+    work) or slept (idle in the selector, or blocked in a syscall); these do, and they are
+    not skewed by the load the way latencies are."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._start: dict[int, tuple[str, int, int, int, int]] = {}
+        self._t0 = 0.0
+
+    def read(self) -> dict[int, tuple[str, int, int, int, int]]:
+        out: dict[int, tuple[str, int, int, int, int]] = {}
+        base = Path(f"/proc/{self.pid}/task")
+        try:
+            tids = [int(t.name) for t in base.iterdir()]
+        except OSError:
+            return out
+        for tid in tids:
+            try:
+                run_ns, wait_ns, _ = (int(v) for v in
+                                      (base / str(tid) / "schedstat").read_text().split())
+                status = dict(line.split(":", 1) for line in
+                              (base / str(tid) / "status").read_text().splitlines()
+                              if ":" in line)
+            except (OSError, ValueError):
+                continue  # the thread ended meanwhile
+            out[tid] = (status["Name"].strip(), run_ns, wait_ns,
+                        int(status["voluntary_ctxt_switches"]),
+                        int(status["nonvoluntary_ctxt_switches"]))
+        return out
+
+    def start(self) -> None:
+        self._start = self.read()
+        self._t0 = time.monotonic()
+
+    def stop(self) -> dict[str, object]:
+        """Per thread name (threads of one name summed; the main thread as "main"):
+        seconds on a CPU and waiting for one, and the switches, over the interval."""
+        end = self.read()
+        seconds = time.monotonic() - self._t0
+        names: dict[str, dict[str, float]] = {}
+        for tid, (name, run_ns, wait_ns, vol, invol) in end.items():
+            _, run0, wait0, vol0, invol0 = self._start.get(tid, (name, 0, 0, 0, 0))
+            key = "main" if tid == self.pid else name
+            row = names.setdefault(key, {"threads": 0, "cpu_s": 0.0, "runqueue_s": 0.0,
+                                         "voluntary_switches": 0, "preempted": 0})
+            row["threads"] += 1
+            row["cpu_s"] += (run_ns - run0) / 1e9
+            row["runqueue_s"] += (wait_ns - wait0) / 1e9
+            row["voluntary_switches"] += vol - vol0
+            row["preempted"] += invol - invol0
+        for row in names.values():
+            row["cpu_s"] = round(row["cpu_s"], 3)
+            row["runqueue_s"] = round(row["runqueue_s"], 3)
+        return {"seconds": round(seconds, 3),
+                "cpu_s": round(sum(r["cpu_s"] for r in names.values()), 3),
+                "threads": dict(sorted(names.items(), key=lambda kv: -kv[1]["cpu_s"]))}
+
+
+def thread_line(label: str, times: dict[str, object]) -> str:
+    """One line: the process's CPU over the interval, and its main thread's split."""
+    threads: dict[str, dict[str, float]] = times["threads"]  # type: ignore[assignment]
+    main = threads.get("main", {})
+    seconds = float(times["seconds"])  # type: ignore[arg-type]
+    busiest = ", ".join(f"{name} {row['cpu_s']:.2f}" for name, row in
+                        list(threads.items())[:4])
+    return (f"  {label}: CPU {times['cpu_s']} s in {seconds:.1f} s ({busiest}); main thread "
+            f"on CPU {main.get('cpu_s', 0):.2f} s, waiting for a CPU "
+            f"{main.get('runqueue_s', 0):.2f} s, preempted {main.get('preempted', 0)} times, "
+            f"{main.get('voluntary_switches', 0)} sleeps")
+
+
 def bulk_load(bootstrap: str, megabytes: int) -> dict[str, float]:
     """`megabytes` MB of 1 KiB records produced at full speed (acks=1, linger.ms=5) to a
     3-partition topic and consumed back: what the broker has just been through."""
@@ -188,10 +275,17 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 def measure(bootstrap: str, rate: int, seconds: float, size: int,
             linger_ms: int, warmup: float = 0.0,
-            writeback: WritebackSampler | None = None) -> tuple[list[float], list[float]]:
+            writeback: WritebackSampler | None = None,
+            threads: dict[str, ThreadTimes] | None = None,
+            slow: list[tuple[float, float]] | None = None,
+            ) -> tuple[list[float], list[float], dict[str, object]]:
     """Latencies in ms of every record sent at `rate`/s for `seconds` after `warmup`
-    seconds of the same load, and the loop-lag probe's round trips in ms meanwhile;
-    `writeback` is started when the counted records start."""
+    seconds of the same load, the loop-lag probe's round trips in ms meanwhile, and
+    each of `threads`' split of the counted seconds (by label); `writeback` and
+    `threads` are started when the counted records start. `slow` gets (send time in
+    CLOCK_MONOTONIC seconds, as `perf record -k CLOCK_MONOTONIC` stamps its events;
+    latency in ms) of each counted record that took SLOW_MS or more, so that a tail
+    can be lined up with a trace of the broker taken meanwhile."""
     topic = f"latency-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, 1, 30.0)
     warmup_records = int(rate * warmup)
@@ -216,7 +310,10 @@ def measure(bootstrap: str, rate: int, seconds: float, size: int,
             if msg is not None and msg.error() is None:
                 sent = STAMP.unpack_from(msg.value())[0]
                 if sent >= counted_from[0]:
-                    latencies.append((time.monotonic_ns() - sent) / 1e6)
+                    took = (time.monotonic_ns() - sent) / 1e6
+                    latencies.append(took)
+                    if slow is not None and took >= SLOW_MS and len(slow) < SLOW_KEPT:
+                        slow.append((sent / 1e9, took))
         consumer.close()
         done.set()
 
@@ -242,6 +339,8 @@ def measure(bootstrap: str, rate: int, seconds: float, size: int,
                 probe_from = len(probe.rtts_ms)
                 if writeback is not None:
                     writeback.start()
+                for times in (threads or {}).values():
+                    times.start()
             producer.produce(topic, STAMP.pack(time.monotonic_ns()) + padding)
             sent += 1
         producer.poll(0)
@@ -251,7 +350,8 @@ def measure(bootstrap: str, rate: int, seconds: float, size: int,
             time.sleep(pause)
     producer.flush(30)
     done.wait(warmup + seconds + 30)
-    return latencies, probe.stop()[probe_from:]
+    split = {label: times.stop() for label, times in (threads or {}).items()}
+    return latencies, probe.stop()[probe_from:], split
 
 
 def summarize(values: list[float]) -> dict[str, float]:
@@ -313,14 +413,22 @@ def main(argv: list[str] | None = None) -> int:
             with BrokerRun(side, 60.0, args.keep_logs) as run:
                 bulk = bulk_load(run.bootstrap, args.bulk_mb) if args.bulk_mb else None
                 before = writeback.read()
-                values, probe = measure(run.bootstrap, args.rate, args.seconds, args.size,
-                                        args.linger_ms, args.warmup_seconds, writeback)
+                threads = {"client": ThreadTimes(os.getpid())}
+                if run.pid is not None:
+                    threads["broker"] = ThreadTimes(run.pid)
+                slow: list[tuple[float, float]] = []
+                values, probe, split = measure(run.bootstrap, args.rate, args.seconds,
+                                               args.size, args.linger_ms,
+                                               args.warmup_seconds, writeback, threads,
+                                               slow)
             dirty = writeback.stop()
             got = summarize(values)
             lag = summarize(probe)
             runs.append({"side": side.label, "rep": rep + 1, "bulk": bulk,
                          "writeback_before_mb": before, "writeback": dirty,
-                         "latency": got, "loop_lag_probe": lag})
+                         "latency": got, "loop_lag_probe": lag, "threads": split,
+                         "slow_records": [[round(t, 6), round(ms, 3)] for t, ms in slow],
+                         "load_average": os.getloadavg()})
             print(f"[{side.label}] rep {rep + 1}: {got['records']} records, "
                   f"p50 {got['p50_ms']:.2f} ms, p99 {got['p99_ms']:.2f} ms, "
                   f"p99.9 {got['p99.9_ms']:.2f} ms, max {got['max_ms']:.2f} ms; loop-lag "
@@ -329,7 +437,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{dirty['nr_dirty']['max_mb']}, writeback MB max "
                   f"{dirty['nr_writeback']['max_mb']}"
                   + (f"; after {bulk['megabytes']} MB in {bulk['produce_s']} s + "
-                     f"{bulk['consume_s']} s" if bulk else ""), flush=True)
+                     f"{bulk['consume_s']} s" if bulk else "")
+                  + f"; load {os.getloadavg()[0]:.1f}", flush=True)
+            for label, times in split.items():
+                print(thread_line(label, times), flush=True)
             collected[side.label].extend(values)
             lags[side.label].extend(probe)
 
