@@ -420,6 +420,7 @@ def latency(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> dict[st
     leader_id = cluster.leader(topic, 0) if isinstance(cluster, Cluster) else None
     loop_before = loop_thread_sched(leader_pid)
     produces_before = produce_requests(stats, leader_id)
+    cpu_before = process_cpu_s(cluster, leader_pid)
     start = time.monotonic()
     sent = 0
     while sent < total:
@@ -439,6 +440,7 @@ def latency(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> dict[st
     producer.flush(WAIT_S)
     loop_wall = time.monotonic() - start
     loop_after = loop_thread_sched(leader_pid)
+    cpu_after = process_cpu_s(cluster, leader_pid)
     producer.poll(0.2)  # the statistics of the last 100 ms, as before the load
     produces = produce_requests(stats, leader_id) - produces_before
     thread.join(args.seconds + WAIT_S)
@@ -468,11 +470,18 @@ def latency(cluster: Cluster | PeerCluster, args: argparse.Namespace) -> dict[st
             "produce_requests": produces,
             "cpu_us_per_produce_request": round(
                 (loop_after[0] - loop_before[0]) / 1e3 / produces, 1) if produces > 0 else None}
+    # the cores each process used over the load: the 2-core machine is saturated when
+    # their sum nears 2, and then the tail is a queue for a core, not a wait in the path
+    # (issue 26)
+    result["cores_used"] = {name: round((cpu_after[name] - cpu_before.get(name, 0.0))
+                                        / loop_wall, 2) for name in cpu_after}
+    result["cores_used"]["total"] = round(sum(result["cores_used"].values()), 2)
     print(f"latency at {args.rate}/s (RF=3, acks=all, max.in.flight {args.max_in_flight}): "
           f"end-to-end {result['end_to_end']}; "
           f"acknowledgement {result['produce_ack']}; first acknowledgement on the new topic "
           f"after {result['first_ack_of_new_topic_s']}s; the leader's loop thread "
-          f"{result.get('leader_loop', 'not measured')}", flush=True)
+          f"{result.get('leader_loop', 'not measured')}; cores used {result['cores_used']}",
+          flush=True)
     return result
 
 
@@ -482,6 +491,22 @@ def leader_process(cluster: Cluster | PeerCluster, topic: str) -> int | None:
         return None
     proc = cluster.brokers[cluster.leader(topic, 0)].proc
     return proc.pid if proc is not None else None
+
+
+def process_cpu_s(cluster: Cluster | PeerCluster, leader_pid: int | None) -> dict[str, float]:
+    """CPU seconds so far of the partition's leader, its followers (the other brokers,
+    together) and this process (the bench's producer and consumer, librdkafka's threads
+    included); brokers this bench does not own (a peer) count as "brokers"."""
+    seconds = {"bench client": own_cpu_s()}
+    for pid in broker_pids(cluster):
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        name = "leader" if pid == leader_pid else \
+            "followers" if leader_pid is not None else "brokers"
+        seconds[name] = seconds.get(name, 0.0) + times.user + times.system
+    return seconds
 
 
 def produce_requests(stats: dict[str, Any], node_id: int | None) -> int:
