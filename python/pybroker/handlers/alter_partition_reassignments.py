@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pybroker.errors import KafkaError
-from pybroker.handlers.controller_only import active_controller
+from pybroker.handlers.controller_only import active_controller, forwarded
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
@@ -18,6 +18,9 @@ async def handle_alter_partition_reassignments(ctx: BrokerContext, request: Requ
                                                ) -> dict[str, Any]:
     topics = request.body["topics"]
     try:
+        answer = await forwarded(ctx, request)
+        if answer is not None:
+            return answer
         controller = active_controller(ctx)
         wanted = {t["name"]: {p["partition_index"]: (None if p["replicas"] is None
                                                      else list(p["replicas"]))

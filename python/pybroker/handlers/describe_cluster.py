@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pybroker.errors import ErrorCode
+from pybroker.handlers.controller_only import advertised_controller
 from pybroker.handlers.registry import handles
 from pybroker.security.acls import CLUSTER_NAME, ResourceType
 from pybroker.security.authorizer import authorizer_for
@@ -25,7 +26,7 @@ async def handle_describe_cluster(ctx: BrokerContext, request: Request) -> dict[
     answer: dict[str, Any] = {
         "throttle_time_ms": 0, "error_code": 0, "error_message": None,
         "endpoint_type": ENDPOINT_BROKERS, "cluster_id": metadata.cluster_id,
-        "controller_id": metadata.controller_id, "brokers": [],
+        "controller_id": advertised_controller(ctx), "brokers": [],
         "cluster_authorized_operations": NOT_REQUESTED,
     }
     if request.body["endpoint_type"] != ENDPOINT_BROKERS:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pybroker.errors import ErrorCode, KafkaError
-from pybroker.handlers.controller_only import active_controller
+from pybroker.handlers.controller_only import active_controller, forwarded
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
@@ -22,6 +22,9 @@ async def handle_elect_leaders(ctx: BrokerContext, request: Request) -> dict[str
     if election_type not in (0, 1):
         return _failed(ErrorCode.INVALID_REQUEST, wanted)
     try:
+        answer = await forwarded(ctx, request)
+        if answer is not None:
+            return answer
         results = await active_controller(ctx).elect_leaders(election_type, wanted)
     except KafkaError as exc:
         return _failed(exc.code, wanted)

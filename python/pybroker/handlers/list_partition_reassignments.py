@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pybroker.errors import KafkaError
-from pybroker.handlers.controller_only import active_controller
+from pybroker.handlers.controller_only import active_controller, forwarded
 from pybroker.handlers.registry import handles
 
 if TYPE_CHECKING:
@@ -20,6 +20,9 @@ async def handle_list_partition_reassignments(ctx: BrokerContext, request: Reque
     wanted = None if asked is None else [(t["name"], i) for t in asked
                                          for i in t["partition_indexes"]]
     try:
+        answer = await forwarded(ctx, request)
+        if answer is not None:
+            return answer
         moving = active_controller(ctx).list_reassignments(wanted)
     except KafkaError as exc:
         return {"throttle_time_ms": 0, "error_code": int(exc.code),

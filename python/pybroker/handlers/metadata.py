@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pybroker.admin.internal_topics import INTERNAL_TOPICS
 from pybroker.coordination.base import TopicRecord, validate_topic_name
 from pybroker.errors import ErrorCode, KafkaError
+from pybroker.handlers.controller_only import advertised_controller
 from pybroker.handlers.registry import handles
 from pybroker.protocol.codec import PreEncoded
 from pybroker.protocol.frame import response_element_encoder
@@ -64,7 +65,7 @@ async def handle_metadata(ctx: BrokerContext, request: Request) -> dict[str, Any
                     for b in metadata.brokers.values()
                     for host, port in (b.address(listener_of(request.connection)),)],
         "cluster_id": metadata.cluster_id,
-        "controller_id": metadata.controller_id,
+        "controller_id": advertised_controller(ctx),
         "topics": topics,
         "cluster_authorized_operations": cluster_ops,
     }

@@ -9,6 +9,10 @@
       1 127.0.0.1:9191 rack: null
       ...
 
+`Controller` is the controller id Metadata gives: the broker asked, as Kafka 4.0 names
+a live broker rather than its controller; every broker takes the controller's requests
+to the elected one (handlers/controller_only.py), whose log says "elected controller".
+
 `--wait-for-brokers N` waits (up to --timeout) until N brokers are registered, a
 connection refused included (brokers still starting): what a script runs between
 starting brokers in the background and creating a topic with replication factor N."""
