@@ -16,6 +16,7 @@ from pybroker.errors import ErrorCode, KafkaError
 from pybroker.fetch.sessions import FetchSessionCache
 from pybroker.handlers.fetch import handle_fetch
 from pybroker.purgatory import Purgatory
+from pybroker.replica.partition import FollowerState, ReplicaPartition
 
 PARTITIONS = 300
 FOLLOWER = 2
@@ -38,13 +39,21 @@ class _Log:
 class _Partition:
     """A partition led here: what the leader's read pass asks of it."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, purgatory: Purgatory) -> None:
         self.topic, self.index = "t", index
         self.log = _Log()
         self.leader, self.leader_epoch = 1, 3
-        self.followers = {FOLLOWER: object()}
+        self.isr = [1, FOLLOWER]
+        self.followers = {FOLLOWER: FollowerState()}
         self.leo_key, self.hw_key = ("leo", index), ("hw", index)
         self.fetched: list[int] = []
+        self.purgatory = purgatory
+
+    # a follower session's watch of its idle partitions, as a ReplicaPartition keeps it:
+    # a test that changes a partition behind its back says so (changed)
+    watch_idle = ReplicaPartition.watch_idle
+    unwatch_idle = ReplicaPartition.unwatch_idle
+    changed = ReplicaPartition.changed
 
     @property
     def high_watermark(self) -> int:
@@ -74,8 +83,8 @@ class _Partition:
 
 
 class _Replicas:
-    def __init__(self) -> None:
-        self.partitions = {("t", i): _Partition(i) for i in range(PARTITIONS)}
+    def __init__(self, purgatory: Purgatory) -> None:
+        self.partitions = {("t", i): _Partition(i, purgatory) for i in range(PARTITIONS)}
         self.reads = 0
 
     def leader_for(self, topic: str, index: int, epoch: int = -1) -> _Partition:
@@ -93,7 +102,8 @@ class _Replicas:
 
 
 def _context() -> tuple[Any, _Replicas, Purgatory]:
-    replicas, purgatory = _Replicas(), Purgatory()
+    purgatory = Purgatory()
+    replicas = _Replicas(purgatory)
     ctx = SimpleNamespace(replicas=replicas, purgatory=purgatory,
                           fetch_sessions=FetchSessionCache(10),
                           metadata=SimpleNamespace(topic_name=lambda _: None),
@@ -229,6 +239,7 @@ def test_an_incremental_fetch_reads_only_what_moved() -> None:
     assert len(_answered(full)) == PARTITIONS and replicas.reads == PARTITIONS
     grown = replicas.partitions[("t", 17)]
     grown.log.log.log_end_offset = 8
+    grown.changed(wake=True)
     incremental = anyio.run(fetch, _request(0, (full["session_id"], 1), partitions=0))
     assert incremental["error_code"] == 0
     answers = _answered(incremental)
@@ -238,6 +249,7 @@ def test_an_incremental_fetch_reads_only_what_moved() -> None:
     # a leadership lost since is read (and answered with its error), not idle
     lost = replicas.partitions[("t", 3)]
     lost.leader, lost.leader_epoch = 3, 4
+    lost.changed()
     again = anyio.run(fetch, _request(0, (full["session_id"], 2), partitions=0))
     assert _answered(again)[3]["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
@@ -281,6 +293,7 @@ def test_a_follower_fetch_of_one_slice_keeps_no_repass(monkeypatch: Any) -> None
                     await anyio.sleep(0.001)
             grown = replicas.partitions[("t", 1)]
             grown.log.log.log_end_offset = 6
+            grown.changed(wake=True)  # as an append does
             purgatory.notify(grown.leo_key)
 
     anyio.run(main)

@@ -34,6 +34,7 @@ FETCH_SESSION_ID_NOT_FOUND and starts over with a full fetch, which clients do).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import random
 import time
@@ -42,6 +43,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pybroker.errors import ErrorCode
+from pybroker.fetch.idle import IdleWatch
 from pybroker.protocol.types import ZERO_UUID
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,10 @@ SESSION_ID_MAX = 0x7FFFFFFF
 
 #: a partition of a session: (topic id, partition) from v13, else (topic name, partition)
 PartitionKey = tuple[uuid.UUID | str, int]
+
+#: the fetch order of a session's partitions: a partition's number is taken when it
+#: joins the session or moves to its end (FetchSession.partitions' insertion order)
+_ORDER = itertools.count()
 
 
 def next_epoch(epoch: int) -> int:
@@ -85,6 +91,9 @@ class CachedPartition:
     #: a follower's session is read on every fetch round trip, most partitions unchanged
     _request: dict[str, Any] | None = dataclasses.field(default=None, compare=False,
                                                         repr=False)
+    #: its place in the session's fetch order (see _ORDER)
+    order: int = dataclasses.field(default_factory=_ORDER.__next__, compare=False,
+                                   repr=False)
 
     def update_request(self, p: dict[str, Any]) -> None:
         self._request = None
@@ -191,9 +200,17 @@ class FetchSession:
     creation_ms: int
     last_used_ms: int
     epoch: int
+    #: a follower's session: its partitions known to be idle (fetch/idle.py), made at
+    #: its first incremental fetch
+    idle: IdleWatch | None = None
 
     def evictable_key(self) -> tuple[bool, int, int]:
         return (self.privileged, len(self.partitions), self.id)
+
+    def close(self) -> None:
+        if self.idle is not None:
+            self.idle.close()
+            self.idle = None
 
 
 class FetchSessionCache:
@@ -220,7 +237,10 @@ class FetchSessionCache:
         return self.sessions.get(session_id)
 
     def remove(self, session_id: int) -> FetchSession | None:
-        return self.sessions.pop(session_id, None)
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            session.close()
+        return session
 
     def touch(self, session: FetchSession, now_ms: int) -> None:
         session.last_used_ms = now_ms
@@ -255,6 +275,7 @@ class FetchSessionCache:
         for session in [s for s in self.sessions.values()
                         if now - s.last_used_ms > self.eviction_ms]:
             del self.sessions[session.id]
+            session.close()
             self.evictions += 1
 
     def _new_id(self) -> int:
@@ -287,6 +308,7 @@ class FetchSessionCache:
         log.debug("evicting fetch session %d (%d partitions)", session.id,
                   len(session.partitions))
         del self.sessions[session.id]
+        session.close()
         self.evictions += 1
 
 
@@ -320,6 +342,9 @@ class FetchContext:
         self._topic_name = topic_name
         #: topic name -> id of what topics() gave to read (v13+ answers carry ids)
         self._ids: dict[str, uuid.UUID] = {t["topic"]: t["topic_id"] for t in self._requested}
+        #: a follower's partitions topics() last found idle that its session does not
+        #: watch yet: (key, as cached, partition)
+        self.newly_idle: list[tuple[PartitionKey, CachedPartition, Any]] = []
 
     def topics(self, replicas: Any = None, follower: int | None = None
                ) -> tuple[list[dict[str, Any]], list[Unknown], list[Any]]:
@@ -333,6 +358,8 @@ class FetchContext:
         costs a fraction of a read (thousands of partitions a follower, issue 25)."""
         if self.session is None:
             return self._requested, self._unknown, []
+        if replicas is not None and follower is not None:
+            return self._follower_topics(replicas, follower)
         topics: list[dict[str, Any]] = []
         unknown: list[Unknown] = []
         idle: list[Any] = []
@@ -357,6 +384,65 @@ class FetchContext:
                 self._ids[cached.topic] = cached.topic_id
             last["partitions"].append(cached.request())
         return topics, unknown, idle
+
+    def _follower_topics(self, replicas: Any, follower: int
+                         ) -> tuple[list[dict[str, Any]], list[Unknown], list[Any]]:
+        """topics() of a follower's incremental fetch: the partitions its session
+        watches as idle (fetch/idle.py) are not looked at, the others in fetch order;
+        those found idle now are `newly_idle`, for the caller to record and `watch`."""
+        session = self.session
+        assert session is not None
+        watch = session.idle
+        if watch is None or watch.follower != follower:
+            session.close()
+            watch = session.idle = IdleWatch(follower, list(session.partitions))
+        watch.round_started()
+        partitions = session.partitions
+        topics: list[dict[str, Any]] = []
+        unknown: list[Unknown] = []
+        idle: list[Any] = []
+        newly: list[tuple[PartitionKey, CachedPartition, Any]] = []
+        resolve = self._topic_name if self.uses_topic_ids else None
+        last: dict[str, Any] | None = None
+        for key in sorted(watch.active, key=lambda k: partitions[k].order):
+            cached = partitions[key]
+            if resolve is not None:
+                cached.topic = resolve(cached.topic_id) or ""
+            if not cached.topic:
+                unknown.append((cached.topic_id, cached.partition))
+                continue
+            if (partition := _follower_idle(replicas, cached, follower)) is not None:
+                idle.append(partition)
+                newly.append((key, cached, partition))
+                continue
+            if last is None or last["topic"] != cached.topic:
+                last = {"topic": cached.topic, "topic_id": cached.topic_id, "partitions": []}
+                topics.append(last)
+                self._ids[cached.topic] = cached.topic_id
+            last["partitions"].append(cached.request())
+        self.newly_idle = newly
+        return topics, unknown, idle
+
+    def round_fetched(self) -> None:
+        """At a follower's fetch's first pass: the partitions its session watches as
+        idle were fetched now, from the log end."""
+        if self.session is not None and self.session.idle is not None:
+            self.session.idle.fetched()
+
+    def watch(self, replicas: Any, follower: int, key: PartitionKey, cached: CachedPartition,
+              partition: Any) -> None:
+        """Watch a partition of `newly_idle` as idle, its position recorded at this
+        first pass, if it still is idle (the caller may have let other tasks in since
+        topics(), and the record itself may have moved the high watermark)."""
+        watch = self.session.idle if self.session is not None else None
+        if watch is not None and _follower_idle(replicas, cached, follower) is partition:
+            watch.watch(key, partition)
+
+    @property
+    def idle_watch(self) -> IdleWatch | None:
+        """A follower's session's watch of its idle partitions (a fetch waits on them
+        too, through it)."""
+        return self.session.idle if self.session is not None else None
 
     def error_response(self) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": int(self.error),
@@ -397,6 +483,7 @@ class FetchContext:
                 kept.append(answer)
                 del session.partitions[key]  # to the end of the fetch order
                 session.partitions[key] = cached
+                cached.order = next(_ORDER)
             if kept:
                 pruned.append(dict(topic, partitions=kept))
         return session.id, pruned
@@ -465,6 +552,9 @@ def new_context(cache: FetchSessionCache, version: int, body: dict[str, Any],
         return FetchContext(cache, "error", privileged=privileged, uses_topic_ids=uses_ids,
                             error=ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
     requested, unknown = _resolve(body, uses_ids, topic_name)
+    # a follower's session watching idle partitions: what the request names is looked
+    # at again (asked otherwise, or new), what it forgets no longer
+    watch = session.idle
     for topic in requested:
         for p in topic["partitions"]:
             key = (topic["topic_id"] if uses_ids else topic["topic"], p["partition"])
@@ -474,16 +564,22 @@ def new_context(cache: FetchSessionCache, version: int, body: dict[str, Any],
             else:
                 existing.update_request(p)
                 existing.topic = topic["topic"]  # an id may have come to name a topic again
+            if watch is not None:
+                watch.release(key)
     for topic_id, index in unknown:
         existing = session.partitions.get((topic_id, index))
         if existing is None:
             session.partitions[(topic_id, index)] = _cached("", topic_id, {"partition": index})
         else:
             existing.topic = ""  # its topic is gone
+        if watch is not None:
+            watch.release((topic_id, index))
     for topic in body.get("forgotten_topics_data") or []:
         name_or_id = topic["topic_id"] if uses_ids else topic["topic"]
         for index in topic["partitions"]:
-            session.partitions.pop((name_or_id, index), None)
+            if session.partitions.pop((name_or_id, index), None) is not None and \
+                    watch is not None:
+                watch.forget((name_or_id, index))
     if not session.partitions:
         cache.remove(session.id)
         return FetchContext(cache, "sessionless", privileged=privileged,

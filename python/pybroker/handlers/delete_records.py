@@ -73,6 +73,7 @@ async def delete_partition(ctx: BrokerContext, topic: str, index: int, offset: i
     try:
         if offset > plog.log_start_offset:
             deleted = await anyio.to_thread.run_sync(plog.advance_log_start_offset, offset)
+            partition.changed()  # followers' sessions are told the new log start
             log.info("%s-%d: log start offset moved to %d by DeleteRecords (%d segment(s) "
                      "deleted)", topic, index, plog.log_start_offset, deleted)
     except Exception as exc:  # closed under us or an I/O error

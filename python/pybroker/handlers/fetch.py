@@ -20,7 +20,7 @@ import anyio.lowlevel
 
 from pybroker import _core
 from pybroker.errors import ErrorCode, KafkaError
-from pybroker.fetch.sessions import new_context, records_length
+from pybroker.fetch.sessions import FetchContext, new_context, records_length
 from pybroker.handlers.leader_hint import LeaderHints
 from pybroker.handlers.registry import handles
 from pybroker.replica.selector import preferred_read_replica
@@ -28,6 +28,7 @@ from pybroker.security.authorizer import authorizer_for
 from pybroker.security.checks import topic_reader
 
 if TYPE_CHECKING:
+    from pybroker.fetch.idle import IdleWatch
     from pybroker.handlers.context import BrokerContext
     from pybroker.replica.partition import ReplicaPartition
     from pybroker.server.dispatch import Request
@@ -79,14 +80,14 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
             requested, unknown, idle, denied = repass.requested, [], [], []
         else:
             requested, unknown, idle = session.topics(quiet, follower)
-            if follower is not None and first and idle:
-                # an idle partition's follower asks from our log end, as last time:
-                # caught up now (its ISR lag) and maybe an ISR candidate, as a read says
-                if len(idle) > READ_SLICE_PARTITIONS:
-                    await _record_idle(follower, idle)
-                else:  # one slice: no pacing (the usual follower fetch at the log end)
-                    for partition in idle:
-                        partition.record_follower_fetch(follower, partition.log_end_offset)
+            if follower is not None and first and quiet is not None:
+                # the partitions the follower's session watches as idle were fetched
+                # now, at the log end (fetch/idle.py: not one by one); a partition
+                # found idle now: the follower asks from our log end, as last time,
+                # caught up now (its ISR lag) and maybe an ISR candidate, as a read
+                # says; then watched, if it still is idle
+                session.round_fetched()
+                await _record_idle(ctx, follower, session)
             denied = []
             if may_read is not None:
                 denied = [t for t in requested if not may_read(t["topic"])]
@@ -104,7 +105,9 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
                 for p in t["partitions"]]} for t in denied]
         partitions += idle
         remaining = deadline - time.monotonic()
-        if total >= min_bytes or errors or unknown or remaining <= 0 or not partitions:
+        watch = session.idle_watch if follower is not None else None
+        if total >= min_bytes or errors or unknown or remaining <= 0 or \
+                not (partitions or (watch is not None and len(watch))):
             if total and follower is None:
                 ctx.metrics.record_fetch(topics)
             # KIP-951's hints are for errors only; every error above sets `errors`
@@ -120,18 +123,33 @@ async def handle_fetch(ctx: BrokerContext, request: Request) -> dict[str, Any]:
         if follower is not None and repass is None and len(partitions) > READ_SLICE_PARTITIONS:
             # a pass of one slice is cheaper to make again than to keep (its snapshot and
             # re-check cost about what it saves, at every parked fetch, issue 26)
-            repass = Repass(requested, topics, total, partitions, len(idle))
+            repass = Repass(requested, topics, total, partitions, len(idle), watch)
             await repass.snapshot()
         # woken when what this fetch may read grows: a consumer reads up to the high
-        # watermark, a follower up to the leader's log end
-        keys = [p.leo_key if follower is not None else p.hw_key for p in partitions]
+        # watermark, a follower up to the leader's log end (of a partition its session
+        # watches as idle: one key for them all, the watch, issue 25)
+        keys: list[Any] = [p.leo_key if follower is not None else p.hw_key
+                           for p in partitions]
+        if watch is not None:
+            keys.append(watch)
         await ctx.purgatory.wait_for_notify("fetch", keys, remaining)
 
 
-async def _record_idle(follower: int, idle: list[ReplicaPartition]) -> None:
+async def _record_idle(ctx: BrokerContext, follower: int, session: FetchContext) -> None:
+    """Record the position of each partition of a follower's fetch found idle at its
+    first pass (its fetch offset, our log end when it was looked at), then have the
+    session watch it. Paced beyond one slice (a session's first incremental round
+    finds them all idle)."""
+    newly = session.newly_idle
+    if len(newly) <= READ_SLICE_PARTITIONS:  # the usual round: a few, no pacing
+        for key, cached, partition in newly:
+            partition.record_follower_fetch(follower, cached.fetch_offset)
+            session.watch(ctx.replicas, follower, key, cached, partition)
+        return
     started = time.monotonic()
-    for n, partition in enumerate(idle):
-        partition.record_follower_fetch(follower, partition.log_end_offset)
+    for n, (key, cached, partition) in enumerate(newly):
+        partition.record_follower_fetch(follower, cached.fetch_offset)
+        session.watch(ctx.replicas, follower, key, cached, partition)
         if not n % READ_SLICE_PARTITIONS and time.monotonic() - started > READ_SLICE_S:
             await anyio.lowlevel.checkpoint()
             started = time.monotonic()
@@ -165,8 +183,13 @@ class Repass:
     path: the session's topics resolved afresh, as a topic deleted meanwhile needs)."""
 
     def __init__(self, requested: list[dict[str, Any]], topics: list[dict[str, Any]],
-                 total: int, partitions: list[ReplicaPartition], idle: int) -> None:
+                 total: int, partitions: list[ReplicaPartition], idle: int,
+                 watch: IdleWatch | None = None) -> None:
         self.requested = requested
+        #: the session's watch of its idle partitions, and its moves at the snapshot: a
+        #: watched partition that changed since needs a full pass
+        self._watch = watch
+        self._moves = watch.moves if watch is not None else 0
         self._topics = topics
         self._total = total
         #: per partition, in order: (topic index, position in it, partition, state)
@@ -210,6 +233,8 @@ class Repass:
                      ) -> tuple[list[dict[str, Any]], int, bool, list[ReplicaPartition]] | None:
         """(topics, bytes, errors, partitions) as a full pass would give them now, or
         None when a full pass must be made (an error)."""
+        if self._watch is not None and self._watch.moves != self._moves:
+            return None
         pace_started = time.monotonic()
         for n, (partition, state) in enumerate(self._idle):
             if _answer_state(partition) != state:

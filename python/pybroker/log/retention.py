@@ -32,6 +32,11 @@ from pybroker.log.partition import Partition
 
 log = logging.getLogger(__name__)
 
+#: log starts moved by retention so far (on its worker thread): what caches a log start
+#: without being told of each move (a follower session's idle partitions, fetch/idle.py)
+#: compares it
+starts_moved = 0
+
 #: (base offset, size in bytes, largest timestamp or -1), oldest first
 SegmentInfo = tuple[int, int, int]
 
@@ -113,6 +118,8 @@ def apply_retention(partition: Partition, now_ms: int | None = None) -> int:
              "%d -> %d", partition.topic, partition.index, count, segments[0][0], reason,
              plog.log_start_offset, max(new_start, plog.log_start_offset))
     plog.advance_log_start_offset(new_start)
+    global starts_moved
+    starts_moved += 1
     return count
 
 

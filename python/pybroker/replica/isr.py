@@ -125,7 +125,7 @@ class IsrManager:
             return
         self._unsure.discard(partition)
         if stored is not None and stored.version == partition.state_version:
-            partition.pending_isr = []
+            partition.clear_pending_isr()
 
     async def _write(self, changes: list[tuple[ReplicaPartition, list[int], bool]]) -> None:
         """Write the ISR changes of this round together: one store write per batch of

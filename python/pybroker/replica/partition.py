@@ -13,12 +13,16 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Container, Hashable
+from typing import TYPE_CHECKING
 
 from pybroker._core import AppendResult, FileSlice
 from pybroker.coordination.base import PartitionState
 from pybroker.errors import ErrorCode, KafkaError
 from pybroker.log.partition import Partition
 from pybroker.purgatory import Purgatory
+
+if TYPE_CHECKING:
+    from pybroker.fetch.idle import IdleWatch
 
 
 def hw_key(topic: str, index: int) -> Hashable:
@@ -46,6 +50,25 @@ class FollowerState:
     #: the previous fetch: when, and the leader's log end offset at that moment
     last_fetch_ms: int = 0
     last_fetch_leader_end: int = -1
+    #: the follower's fetch session watching this partition as idle (fetch/idle.py):
+    #: while set, the follower fetches it from the log end at each of the session's
+    #: rounds, the last at `idle.clock_ms`
+    idle: IdleWatch | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    def caught_up_ms(self) -> int:
+        """When it last was caught up, counting the rounds of a session watching it."""
+        idle = self.idle
+        return self.last_caught_up_ms if idle is None else max(self.last_caught_up_ms,
+                                                                idle.clock_ms)
+
+    def settle(self) -> None:
+        """No longer watched: take the watching session's rounds for good (each was a
+        fetch from the log end, as record_follower_fetch would have noted it)."""
+        idle = self.idle
+        if idle is not None:
+            self.idle = None
+            self.last_caught_up_ms = max(self.last_caught_up_ms, idle.clock_ms)
+            self.last_fetch_ms = max(self.last_fetch_ms, idle.clock_ms)
 
 
 class ReplicaPartition:
@@ -84,6 +107,7 @@ class ReplicaPartition:
     def make_leader(self, state: PartitionState, version: int = -1) -> bool:
         """Take the leadership the controller gave this broker (LeaderAndIsr).
         True when this is a new leader epoch (not just an ISR change)."""
+        self.changed()
         now = _now_ms()
         new_epoch = not self.is_leader or state.leader_epoch != self.leader_epoch
         previous = {} if new_epoch else self.followers
@@ -112,6 +136,7 @@ class ReplicaPartition:
     def make_follower(self, state: PartitionState, version: int = -1) -> bool:
         """Follow the leader the controller named. True when the leader or epoch
         changed, so the fetcher must truncate (by leader epoch) and restart."""
+        self.changed()
         changed = state.leader != self.leader or state.leader_epoch != self.leader_epoch
         self._take(state, version)
         self.followers = {}
@@ -190,6 +215,7 @@ class ReplicaPartition:
                 f"{self.topic}-{self.index}")
         result = self.log.append(records, self.leader_epoch)
         self.purgatory.notify(self._leo_key)
+        self.changed(wake=True)
         self._maybe_increment_high_watermark()
         return result
 
@@ -203,6 +229,7 @@ class ReplicaPartition:
         result = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch,
                                         commit, self.leader_epoch)
         self.purgatory.notify(self._leo_key)
+        self.changed(wake=True)
         self._maybe_increment_high_watermark()
         return result
 
@@ -230,6 +257,9 @@ class ReplicaPartition:
         follower = self.followers.get(broker_id)
         if follower is None:
             return
+        if follower.idle is not None:  # fetched other than by the session watching it
+            follower.idle.moved(self)
+            follower.settle()
         leader_end = self.log.log.log_end_offset
         if fetch_offset > leader_end:
             return
@@ -273,12 +303,13 @@ class ReplicaPartition:
             return None
         now = _now_ms()
         lagging = [b for b in self.isr if b != self.broker_id
-                   and now - self.followers.get(b, FollowerState()).last_caught_up_ms
+                   and now - self.followers.get(b, FollowerState()).caught_up_ms()
                    > lag_time_max_ms]
         return [b for b in self.isr if b not in lagging] if lagging else None
 
     def isr_changed(self, isr: list[int], version: int) -> None:
         """The leader's own ISR change was written (at store version `version`)."""
+        self.changed()
         self.isr = list(isr)
         self.pending_isr = []
         self.state_version = version
@@ -307,11 +338,20 @@ class ReplicaPartition:
             self.log.update_high_watermark(target)
             self.purgatory.notify(self._hw_key)
 
+    def clear_pending_isr(self) -> None:
+        """The ISR expansion being written did not happen: the joining follower no
+        longer holds the high watermark back, which may move now (not at the next
+        fetch of a partition: an idle one is not recorded at each round, issue 25)."""
+        self.pending_isr = []
+        self._maybe_increment_high_watermark()
+
     def truncate_to(self, offset: int) -> None:
+        self.changed()
         self.log.log.truncate_to(offset)
         self.log.update_high_watermark(min(self.high_watermark, self.log_end_offset))
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.changed()
         self.log.log.truncate_fully_and_start_at(offset)
         self.log.update_high_watermark(offset)
 
@@ -388,6 +428,7 @@ class ReplicaPartition:
         if end > self.log.high_watermark:
             self.log.update_high_watermark(end)
             self.purgatory.notify(self._hw_key)
+            self.changed()
 
     @property
     def hw_key(self) -> Hashable:
@@ -399,6 +440,41 @@ class ReplicaPartition:
 
     def detach(self) -> None:
         """This broker no longer holds the partition: waiters re-check and find it gone."""
+        self.changed(wake=True)
         self.leader = -1
         self.purgatory.notify(self._hw_key)
         self.purgatory.notify(self._leo_key)
+
+    # --- follower sessions watching this partition as idle (fetch/idle.py) ------------
+    def watch_idle(self, broker_id: int, idle: IdleWatch) -> bool:
+        """A follower's session found the partition idle at a round's first pass (its
+        position just recorded): it leaves it out of its rounds until `changed`. Only
+        an in-sync follower's: one outside the ISR is an ISR candidate at each fetch."""
+        follower = self.followers.get(broker_id)
+        if follower is None or broker_id not in self.isr or not self.is_leader:
+            return False
+        if follower.idle is not None and follower.idle is not idle:
+            follower.idle.moved(self)  # an older session of the same follower
+            follower.settle()
+        follower.idle = idle
+        return True
+
+    def unwatch_idle(self, broker_id: int, idle: IdleWatch) -> None:
+        follower = self.followers.get(broker_id)
+        if follower is not None and follower.idle is idle:
+            follower.settle()
+        idle.moved(self)
+
+    def changed(self, wake: bool = False) -> None:
+        """What a follower's fetch answer depends on may have moved (the log end, the
+        high watermark, the log start, the leadership, the ISR or the followers): the
+        sessions watching it as idle look at it again; `wake` (the log end moved or
+        the partition is gone) also wakes their parked fetches, as `leo_key` does.
+        Called before the change is made to `followers`, so no watch is lost."""
+        for follower in self.followers.values():
+            idle = follower.idle
+            if idle is not None:
+                follower.settle()
+                idle.moved(self)
+                if wake:
+                    self.purgatory.notify(idle)

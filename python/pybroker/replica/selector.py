@@ -28,7 +28,7 @@ def preferred_read_replica(selector: str | None, partition: ReplicaPartition,
         return -1
     hw = partition.high_watermark
     candidates = [
-        (state.log_end_offset, -(now_ms - state.last_caught_up_ms), broker)
+        (state.log_end_offset, -(now_ms - state.caught_up_ms()), broker)
         for broker, state in partition.followers.items()
         if broker in racks and racks[broker] == client_rack and state.log_end_offset >= hw
     ]
