@@ -165,3 +165,32 @@ def test_a_session_partition_gives_the_same_fields_until_asked_otherwise() -> No
     moved = cached.request()
     assert moved is not first and moved["fetch_offset"] == 9
     assert first["fetch_offset"] == 5  # a dict given out is never changed
+
+
+def test_the_follower_side_compares_only_what_changed() -> None:
+    """FetchSessionHandler.build with `changed`: an incremental fetch names the changed
+    keys whose fields differ from what the leader holds; a fetch the leader did not take
+    (a top-level error, no answer handled) is named again at the next build."""
+    from pybroker.fetch.handler import FetchSessionHandler
+
+    handler = FetchSessionHandler()
+    wanted = {("t", i): {"partition": i, "fetch_offset": 5} for i in range(4)}
+    assert len(handler.build(wanted, None)["topics"][0]["partitions"]) == 4
+    assert handler.handle_response({"error_code": 0, "session_id": 9})
+    wanted[("t", 1)] = {"partition": 1, "fetch_offset": 6}
+    wanted[("t", 2)] = {"partition": 2, "fetch_offset": 7}  # not said to have changed
+    fetch = handler.build(wanted, [("t", 1), ("t", 3)])
+    assert fetch["topics"] == [{"topic": "t", "partitions": [wanted[("t", 1)]]}]
+    # not taken (say, a throttled answer with an error): named again
+    assert handler.handle_response({"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR)})
+    fetch = handler.build(wanted, [])
+    assert fetch["topics"] == [{"topic": "t", "partitions": [wanted[("t", 1)]]}]
+    assert fetch["session_epoch"] == 1
+    assert handler.handle_response({"error_code": 0, "session_id": 9})
+    del wanted[("t", 3)]
+    fetch = handler.build(wanted, [("t", 3)])
+    assert fetch["topics"] == [] and fetch["forgotten_topics_data"] == [
+        {"topic": "t", "partitions": [3]}]
+    assert handler.handle_response({"error_code": 0, "session_id": 9})
+    assert handler.sent == {k: v for k, v in wanted.items() if k != ("t", 2)} | {
+        ("t", 2): {"partition": 2, "fetch_offset": 5}}

@@ -38,6 +38,7 @@ from pybroker.config import BrokerConfig
 from pybroker.security import inter_broker
 from pybroker.errors import ErrorCode
 from pybroker.fetch.handler import FetchSessionHandler
+from pybroker.log import retention
 from pybroker.metadata.cache import MetadataCache
 from pybroker.replica.partition import ReplicaPartition
 from pybroker.replica.throttle import ReplicationQuota, throttled
@@ -115,6 +116,21 @@ class ReplicaFetcher:
         #: the keys of the states not truncated yet (every state with truncated False is
         #: here): a fetch round with none skips the pass over every state (issue 26)
         self._untruncated: set[tuple[str, int]] = set()
+        # the next request, kept from round to round and changed only where a partition
+        # moved (issue 25: a pass over every followed partition per round trip was O(all)
+        # at thousands of partitions): the states asked for, their fields, their logs
+        self._asked: dict[tuple[str, int], FetchState] = {}
+        self._wanted: dict[tuple[str, int], dict[str, int]] = {}
+        self._logs: dict[tuple[str, int], _core.PartitionLog] = {}
+        #: keys whose part in the next request may have changed (see _plan)
+        self._dirty: set[tuple[str, int]] = set()
+        #: keys left out after an error, until when (time.monotonic())
+        self._delayed: dict[tuple[str, int], float] = {}
+        #: keys of the request in flight added or removed since it was built
+        self._replaced: set[tuple[str, int]] = set()
+        #: the last plan was made over every state (a throttle was on)
+        self._planned_all = True
+        self._starts_moved = retention.starts_moved
         # replica.fetch.* are read-only in Kafka (not in DYNAMIC_BROKER_KEYS): read once,
         # not per round trip
         self._partition_max_bytes = config["replica.fetch.max.bytes"]
@@ -130,11 +146,19 @@ class ReplicaFetcher:
         key = (partition.topic, partition.index)
         self.states[key] = FetchState(partition, partition.leader_epoch)
         self._untruncated.add(key)
+        self._moved(key)
         self._changed.set()
 
     def remove(self, key: tuple[str, int]) -> None:
         self.states.pop(key, None)
         self._untruncated.discard(key)
+        self._moved(key)
+
+    def _moved(self, key: tuple[str, int]) -> None:
+        """The partition's part in the next request may have changed."""
+        self._dirty.add(key)
+        if key in self._asked:
+            self._replaced.add(key)
 
     async def run(self) -> None:
         while True:
@@ -161,7 +185,7 @@ class ReplicaFetcher:
         """How long to wait when nothing could be fetched: until the first delayed
         partition may be asked again, at most replica.fetch.backoff.ms."""
         now = time.monotonic()
-        delays = [s.delayed_until - now for s in self.states.values() if s.delayed_until > now]
+        delays = [until - now for until in self._delayed.values() if until > now]
         return max(0.0, min([self.backoff_s, *delays]))
 
     def _ready(self, state: FetchState, now: float) -> bool:
@@ -176,6 +200,10 @@ class ReplicaFetcher:
                        and now - state.added_at < LEADER_CATCHING_UP_FOR_S)
         state.delayed_until = now + (min(self.backoff_s, LEADER_CATCHING_UP_S)
                                      if catching_up else self.backoff_s)
+        key = (state.partition.topic, state.partition.index)
+        if self.states.get(key) is state:
+            self._delayed[key] = state.delayed_until
+            self._moved(key)
 
     def _connect(self) -> BrokerConnection | None:
         endpoint = self.metadata.broker(self.leader_id)
@@ -263,29 +291,50 @@ class ReplicaFetcher:
         key = (state.partition.topic, state.partition.index)
         if self.states.get(key) is state:  # not a replaced one's key: the new one is not
             self._untruncated.discard(key)
+            self._moved(key)
         state.fetch_offset = state.partition.log_end_offset
 
     # --- fetching ----------------------------------------------------------------------
-    async def _fetch_once(self, connection: BrokerConnection) -> bool:
-        """One Fetch for every truncated partition; False when nothing could be
-        fetched (all errored), so the caller backs off."""
-        # a partition on a failed log dir is not written to again (take_offline drops it)
-        # nor is one delayed after an error: left out, the leader's session forgets it
-        # a pass over every partition followed from this leader (thousands): the loop's
-        # other tasks get a turn every few ms (issue 25); a state removed or replaced
-        # during a pause is asked for once more and its answer left alone (below)
-        pace = LoopSlice()
+    async def _plan(self) -> set[tuple[str, int]] | None:
+        """Bring the next request (`_asked`, `_wanted`, `_logs`) up to date: the keys that
+        moved since the last plan, or every state while a throttle is on or after
+        retention moved log starts here (rare; None then: the session compares every
+        key). A state is asked for once truncated, while its log dir is online, not
+        delayed after an error, and not throttled."""
         now = time.monotonic()
+        for key, until in list(self._delayed.items()):
+            if until <= now:
+                del self._delayed[key]
+                self._dirty.add(key)
         throttling = self.quota is not None and self.quota.exceeded()
+        every = throttling or self._planned_all or self._starts_moved != retention.starts_moved
+        self._planned_all = throttling
+        self._starts_moved = retention.starts_moved
+        keys: list[tuple[str, int]]
+        changed: set[tuple[str, int]] | None
+        if every:  # in the order followed, as the request names them
+            keys = list(self.states) + [k for k in self._asked if k not in self.states]
+            changed = None
+        else:
+            changed = self._dirty
+            keys = sorted(changed)
+        self._dirty = set()
+        # a pass over every partition followed from this leader (thousands, when every
+        # key is planned): the loop's other tasks get a turn every few ms (issue 25); a
+        # state removed or replaced during a pause is marked again for the next plan
+        pace = LoopSlice()
         max_bytes = self._partition_max_bytes
-        ready: dict[tuple[str, int], FetchState] = {}
-        wanted: dict[tuple[str, int], dict[str, int]] = {}
-        for key, state in list(self.states.items()):
+        for key in keys:
             await pace.pause_if_due()
-            if (not state.truncated or state.partition.log.offline
+            state = self.states.get(key)
+            if (state is None or not state.truncated or state.partition.log.offline
                     or not self._ready(state, now) or (throttling and self._throttled(state))):
+                if self._asked.pop(key, None) is not None:
+                    del self._wanted[key]
+                    del self._logs[key]
                 continue
-            ready[key] = state
+            self._asked[key] = state
+            self._logs[key] = state.partition.log.log
             start = state.partition.log_start_offset
             fields = state.fields
             if (fields is None or fields["fetch_offset"] != state.fetch_offset
@@ -295,20 +344,33 @@ class ReplicaFetcher:
                     "partition": key[1], "current_leader_epoch": state.leader_epoch,
                     "fetch_offset": state.fetch_offset, "log_start_offset": start,
                     "partition_max_bytes": max_bytes}
-            wanted[key] = fields
+            self._wanted[key] = fields
+        return changed
+
+    async def _fetch_once(self, connection: BrokerConnection) -> bool:
+        """One Fetch for every truncated partition; False when nothing could be
+        fetched (all errored), so the caller backs off. The request is the last one
+        changed where partitions moved (_plan), and the fetch session names only those."""
+        # a partition on a failed log dir is not written to again (take_offline drops it)
+        # nor is one delayed after an error: left out, the leader's session forgets it
+        self._replaced = set()
+        changed = await self._plan()
+        ready = self._asked
         if not ready:
             return False
+
         def logs() -> dict[tuple[str, int], _core.PartitionLog]:
             # only partitions still followed as asked once the answer is in: a state
             # removed or replaced while the fetch was out gets nothing appended
-            return {key: state.partition.log.log for key, state in ready.items()
-                    if self.states.get(key) is state}
+            if not self._replaced:
+                return self._logs
+            return {key: log for key, log in self._logs.items() if key not in self._replaced}
         # the request encoded, the answer read and every partition's records appended
         # in Rust (_core.FetchChannel; the appends in one call without the GIL): Python
         # only waits for the socket between reads (issue 26). A malformed answer closes
         # the connection (BrokerUnreachable)
         response = await connection.request_fetch(
-            self._request_fields | self.session.build(wanted), logs,
+            self._request_fields | self.session.build(self._wanted, changed), logs,
             timeout_s=self._wait_s + connection.timeout_s)
         if not self.session.handle_response({"error_code": response.error_code,
                                              "session_id": response.session_id}):
@@ -319,8 +381,9 @@ class ReplicaFetcher:
         for answer in response.partitions:
             key = (answer.topic, answer.partition)
             state = self.states.get(key)
-            if state is None or state is not ready.get(key):
+            if state is None or state is not ready.get(key) or key in self._replaced:
                 continue  # removed or replaced while the fetch was out
+            self._dirty.add(key)  # its position, log start or delay may move below
             try:
                 if answer.error_code == OUT_OF_RANGE:
                     await self._reset_out_of_range(connection, state)
