@@ -426,6 +426,19 @@ class FetchChannel:
         ConnectionError when it is not the answer to `correlation_id` or not whole;
         CorruptRecordError when malformed."""
 
+class FetchRequestDecoder:
+    """A Fetch request body (v4-17) decoded in one call into the dict the Python
+    codec's generated decoder gives for it (issue 26: a Fetch on every follower round
+    trip and consumer poll). The message stays declared in protocol/messages/fetch.py;
+    tests/protocol/test_fetch_request_native.py checks this against that decoder."""
+
+    def __init__(self, version: int, uuid_of: Any, zero_uuid: Any) -> None:
+        """`uuid_of(bytes) -> uuid.UUID` makes the topic ids; `zero_uuid` is the
+        default of the uuid fields. ValueError outside v4-17."""
+    def __call__(self, buf: Buffer, pos: int) -> tuple[dict[str, Any], int]:
+        """The body at `pos` of the frame `buf`: (its dict, the position past it).
+        ValueError when malformed; nothing is read past the frame."""
+
 def assign_leader_epochs(
     logs: list[PartitionLog], epochs: list[int], writers: int
 ) -> list[BaseException | None]:

@@ -17,12 +17,14 @@ import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from pybroker import _core
 from pybroker.protocol.codec import (
     Decoder,
     Encoder,
     PreEncoded,
     compile_decoder,
     compile_encoder,
+    uuid_of,
 )
 from pybroker.protocol.errors import (
     EncodeError,
@@ -32,7 +34,7 @@ from pybroker.protocol.errors import (
 )
 from pybroker.protocol.messages import APIS
 from pybroker.protocol.schema import Api
-from pybroker.protocol.types import INT32, read_uvarint
+from pybroker.protocol.types import INT32, ZERO_UUID, read_uvarint
 
 _HEADER = struct.Struct(">hhih")
 _HEADER_V0 = struct.Struct(">hhi")
@@ -85,6 +87,23 @@ def _compiled(cache: dict[tuple[int, int], Any], compile_fn: Callable[..., Any],
 def request_decoder(api_key: int, api_version: int) -> Decoder:
     """The compiled request body decoder ``(buf, pos) -> (dict, pos)``."""
     return _compiled(_request_decoders, compile_decoder, True, api_key, api_version)
+
+
+#: request bodies decoded in Rust, each mirroring the generated decoder of its message
+#: (declared once, in protocol/messages; the tests check the two agree at every
+#: version): a Fetch comes with every follower round trip and consumer poll (issue 26)
+_NATIVE_REQUEST_DECODERS: dict[int, Callable[[int], Decoder]] = {
+    1: lambda version: _core.FetchRequestDecoder(version, uuid_of, ZERO_UUID),
+}
+
+
+def body_decoder(api_key: int, api_version: int) -> Decoder:
+    """The decoder decode_request uses for a request body: the native one where there
+    is one, else the compiled one."""
+    native = _NATIVE_REQUEST_DECODERS.get(api_key)
+    if native is not None:
+        return native(api_version)
+    return request_decoder(api_key, api_version)
 
 
 def response_encoder(api_key: int, api_version: int) -> Encoder:
@@ -172,7 +191,7 @@ def decode_request(buf: memoryview | bytes) -> tuple[RequestHeader, dict[str, An
         if not api.supports(api_version):
             raise UnsupportedVersionError(header)
         known = _request_bodies[api_key, api_version] = (
-            request_decoder(api_key, api_version), api.is_flexible(api_version))
+            body_decoder(api_key, api_version), api.is_flexible(api_version))
     dec, flexible = known
     try:
         if flexible:

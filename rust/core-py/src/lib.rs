@@ -8,6 +8,7 @@ mod buf;
 mod columnar;
 mod epochs;
 mod fetch_channel;
+mod fetch_request;
 mod follower;
 
 use std::sync::{Mutex, MutexGuard};
@@ -825,6 +826,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     columnar::register(m)?;
     follower::register(m)?;
     fetch_channel::register(m)?;
+    fetch_request::register(m)?;
     epochs::register(m)?;
     Ok(())
 }
