@@ -21,8 +21,11 @@ from tests.cluster.cluster import WAIT_S, Cluster, cluster_fixture, wait_for
 from tests.cluster.zookeeper import ZooKeeperServer, zookeeper  # noqa: F401 - fixture
 
 #: every Fetch's max wait: the followers' (replica.fetch.wait.max.ms) and the consumer's
-#: (fetch.wait.max.ms); below replica.lag.time.max.ms, so a parked follower stays in sync
-MAX_WAIT_MS = 5000
+#: (fetch.wait.max.ms); long, so that a loaded machine's slow round is still far inside it
+MAX_WAIT_MS = 15_000
+#: ... and below replica.lag.time.max.ms (Kafka's default here), so that a follower parked
+#: at the log end stays in sync
+LAG_TIME_MAX_MS = 30_000
 #: a record woken through must be acknowledged and consumed well within one max wait
 BOUND_S = MAX_WAIT_MS / 1000 / 2
 ROUNDS = 3
@@ -33,7 +36,8 @@ PARKED = 'pybroker_purgatory_size{operation="fetch"}'
 def cluster(zookeeper: ZooKeeperServer, tmp_path: Path,  # noqa: F811
             request: pytest.FixtureRequest) -> Iterator[Cluster]:
     yield from cluster_fixture(zookeeper, tmp_path, request, metrics=True,
-                               overrides={"replica.fetch.wait.max.ms": MAX_WAIT_MS})
+                               overrides={"replica.fetch.wait.max.ms": MAX_WAIT_MS,
+                                          "replica.lag.time.max.ms": LAG_TIME_MAX_MS})
 
 
 def test_parked_fetches_are_woken_by_the_append_and_the_high_watermark(
