@@ -49,7 +49,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
+import shlex
 import socket
 import statistics
 import struct
@@ -57,6 +59,7 @@ import sys
 import threading
 import time
 import uuid
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -68,6 +71,7 @@ from throughput import (  # noqa: E402
     machine_info,
     parse_side,
     produce,
+    pybroker_command,
 )
 
 try:
@@ -132,6 +136,46 @@ class LoopLagProbe(threading.Thread):
         self._done.set()
         self.join(timeout=15)
         return self.rtts_ms
+
+
+class ProbeProcess:
+    """The loop-lag probe in a process of its own. In this one it shares the GIL and,
+    on 2 cores, the CPU with the producer loop and the consumer of a 20,000/s client:
+    a probe answered in time then waited for its own process to be scheduled (with
+    the broker pinned to a core of its own, the probe saw 54-140 ms while the broker's
+    loop thread never slept nor waited longer than 7.5 ms, bench/RESULTS.md `bulk3`).
+    It runs on every CPU whatever this process is pinned to."""
+
+    def __init__(self, bootstrap: str, interval: float = 0.005) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_run_probe, args=(bootstrap, interval, child),
+                                 name="loop-lag-probe", daemon=True)
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Returns once the probe is connected and sending."""
+        self._proc.start()
+        if not self._conn.poll(timeout):
+            raise TimeoutError("the loop-lag probe process did not start")
+        self._conn.recv()
+
+    def stop(self) -> tuple[list[float], list[float]]:
+        """(round trips in ms, time.time() each was sent at)."""
+        self._conn.send("stop")
+        rtts, sent_at = self._conn.recv() if self._conn.poll(30) else ([], [])
+        self._proc.join(10)
+        return rtts, sent_at
+
+
+def _run_probe(bootstrap: str, interval: float, conn: Connection) -> None:
+    os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    probe = LoopLagProbe(bootstrap, interval)
+    probe.start()
+    conn.send("ready")
+    conn.recv()
+    rtts = probe.stop()
+    n = min(len(rtts), len(probe.sent_at))  # stopped between the two appends
+    conn.send((rtts[:n], probe.sent_at[:n]))
 
 
 class WritebackSampler(threading.Thread):
@@ -323,20 +367,20 @@ def measure(bootstrap: str, rate: int, seconds: float, size: int,
     producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": linger_ms,
                          "batch.size": 1000000, "log_level": 0})
     padding = b"x" * (size - STAMP.size)
-    probe = LoopLagProbe(bootstrap)
+    probe = ProbeProcess(bootstrap)
     probe.start()
     tick = 0.001  # pace in 1 ms slices: rate/1000 records per slice
     per_tick = rate * tick
     start = time.monotonic()
     sent = 0
-    probe_from = 0
+    probe_from = float("inf")
     last = warmup_records + total
     while sent < last:
         due = min(last, int((time.monotonic() - start) / tick * per_tick) + 1)
         while sent < due:
             if sent == warmup_records:
                 counted_from[0] = time.monotonic_ns()
-                probe_from = len(probe.rtts_ms)
+                probe_from = time.time()
                 if writeback is not None:
                     writeback.start()
                 for times in (threads or {}).values():
@@ -351,7 +395,9 @@ def measure(bootstrap: str, rate: int, seconds: float, size: int,
     producer.flush(30)
     done.wait(warmup + seconds + 30)
     split = {label: times.stop() for label, times in (threads or {}).items()}
-    return latencies, probe.stop()[probe_from:], split
+    rtts, sent_at = probe.stop()
+    return latencies, [rtt for rtt, at in zip(rtts, sent_at, strict=True)
+                       if at >= probe_from], split
 
 
 def summarize(values: list[float]) -> dict[str, float]:
@@ -390,6 +436,10 @@ def main(argv: list[str] | None = None) -> int:
                          "the broker right before each run (default 0: a fresh broker)")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker setting for the pybroker sides (repeatable)")
+    ap.add_argument("--pin", action="store_true",
+                    help="pybroker sides on CPU 0 and this process (the client) on the last "
+                         "CPU (the loop-lag probe on any): the client's own tail apart from "
+                         "the broker's, with neither preempting the other")
     ap.add_argument("--keep-logs", type=Path, help="copy each broker's log here")
     ap.add_argument("--json", type=Path, help="write the results as JSON here")
     args = ap.parse_args(argv)
@@ -404,6 +454,11 @@ def main(argv: list[str] | None = None) -> int:
     for side in sides:
         if side.kind == "pybroker":
             side.overrides = (*side.overrides, *args.override)
+            if args.pin:
+                side.pybroker_cmd = shlex.join(["taskset", "-c", "0",
+                                                *pybroker_command(side.pybroker_cmd)])
+    if args.pin:
+        os.sched_setaffinity(0, {(os.cpu_count() or 1) - 1})
     collected: dict[str, list[float]] = {s.label: [] for s in sides}
     lags: dict[str, list[float]] = {s.label: [] for s in sides}
     runs: list[dict[str, object]] = []
