@@ -145,6 +145,10 @@ class PartitionLog:
     @property
     def size_bytes(self) -> int: ...
     @property
+    def truncated_at_open(self) -> int:
+        """Bytes the open's recovery cut off (a torn or corrupt tail and the segments
+        after it, after an unclean shutdown); 0 when nothing was cut."""
+    @property
     def segment_count(self) -> int: ...
     def append(self, records: Buffer, leader_epoch: int, now_ms: int) -> AppendResult:
         """Validate every batch in `records` (one produce partition's bytes),
@@ -447,6 +451,36 @@ def assign_leader_epochs(
     many leaderships). Each log's exception (as that call would raise it) or None;
     a failure does not stop the others. ValueError for a negative epoch or
     lists of different lengths."""
+
+def read_small_files(
+    paths: list[str], max_bytes: int, threads: int
+) -> list[bytes | None | OSError]:
+    """Each file's first `max_bytes` bytes, None when it does not exist, or the
+    OSError reading it raised; `threads` files at a time, without the GIL for the
+    whole call (a start reads one partition.metadata per log)."""
+
+def open_logs(
+    paths: list[str],
+    recovery_points: list[int],
+    log_starts: list[int],
+    clean_shutdowns: list[bool],
+    threads: int,
+    *,
+    segment_bytes: int = 1073741824,
+    segment_ms: int = 604800000,
+    index_interval_bytes: int = 4096,
+    segment_index_bytes: int = 10485760,
+    max_message_bytes: int = 1048588,
+    log_append_time: bool = False,
+    timestamp_before_max_ms: int = 9223372036854775807,
+    timestamp_after_max_ms: int = 9223372036854775807,
+    compact: bool = False,
+) -> list[PartitionLog | BaseException]:
+    """PartitionLog(paths[i], recovery_point=recovery_points[i],
+    log_start_offset=log_starts[i], clean_shutdown=clean_shutdowns[i], **options)
+    for each path, `threads` at a time, without the GIL for the whole call (a start
+    opens thousands of logs). Each log, or the exception its open raised; a failure
+    does not stop the others. ValueError for lists of different lengths."""
 
 def crc32c(data: Buffer) -> int:
     """CRC-32C (Castagnoli) of any contiguous buffer."""

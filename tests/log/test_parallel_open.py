@@ -1,7 +1,8 @@
 """A batch of logs (a topic's partitions, after a start) is opened
-num.recovery.threads.per.data.dir at a time per data dir, as Kafka loads its logs:
-the Rust open runs without the GIL, so one log's recovery scan and fsyncs overlap the
-next one's (issue 25, a restart with thousands of partitions)."""
+num.recovery.threads.per.data.dir at a time per data dir, as Kafka loads its logs, in
+one Rust call without the GIL, so one log's recovery scan and fsyncs overlap the next
+one's and no log's open waits for the GIL (issue 25, a restart with thousands of
+partitions)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from pathlib import Path
 import anyio
 import pytest
 
+from pybroker._core import StorageError, open_logs
 from pybroker.config import BrokerConfig
 from pybroker.coordination.base import PartitionState, TopicRecord
-from pybroker.log.manager import LogManager
+from pybroker.log import manager
+from pybroker.log.manager import LogManager, UnreadablePartitionMetadata
 from pybroker.log.partition import Partition
 
 PARTITIONS = 12
@@ -40,57 +43,51 @@ def _open(config: BrokerConfig, record: TopicRecord) -> dict[int, Partition | Ex
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-def test_a_batch_opens_that_many_logs_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              threads: int) -> None:
+def test_a_batch_opens_in_one_call_that_many_logs_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
     config = BrokerConfig({"log.dirs": str(tmp_path),
                            "num.recovery.threads.per.data.dir": str(threads)})
-    # every open waits until `threads` opens are under way together (bounded): with
-    # fewer at once the barrier breaks and the opens fail
-    barrier = threading.Barrier(threads, timeout=10)
-    at_once: list[int] = []
-    running = [0]
-    lock = threading.Lock()
-    open_files = LogManager._open_files
+    calls: list[tuple[int, int]] = []
 
-    def gathered_open(self: LogManager, *args: object):  # type: ignore[no-untyped-def]
-        with lock:
-            running[0] += 1
-            at_once.append(running[0])
-        try:
-            barrier.wait()
-            return open_files(self, *args)  # type: ignore[arg-type]
-        finally:
-            with lock:
-                running[0] -= 1
+    def counted_open(paths: list[str], *args: object, **options: object) -> object:
+        calls.append((len(paths), args[3]))  # type: ignore[arg-type]
+        return open_logs(paths, *args, **options)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(LogManager, "_open_files", gathered_open)
+    monkeypatch.setattr(manager, "open_logs", counted_open)
     record = _record()
     opened = _open(config, record)
     assert all(isinstance(p, Partition) for p in opened.values()), opened
     assert sorted(opened) == list(range(PARTITIONS))
-    assert max(at_once) == threads
+    # the whole batch in one call without the GIL, num.recovery.threads.per.data.dir
+    # logs at a time: a log opened from Python threads took the GIL back several times
+    assert calls == [(PARTITIONS, threads)]
     # each log is its own, with the lead epoch recorded at its end
     for index, partition in opened.items():
         assert isinstance(partition, Partition)
         assert (partition.topic, partition.index) == ("t", index)
         assert partition.log.latest_epoch == 3
+        assert partition.directory == tmp_path / f"t-{index}"
+    # and opened again from the files, after a clean shutdown
+    calls.clear()
+    again = _open(config, record)
+    assert calls == [(PARTITIONS, threads)]
+    assert all(isinstance(p, Partition) and p.log.latest_epoch == 3 for p in again.values())
 
 
-def test_a_failed_open_fails_its_partition_only(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_open_fails_its_partition_only(tmp_path: Path) -> None:
     config = BrokerConfig({"log.dirs": str(tmp_path)})
-    open_files = LogManager._open_files
-
-    def failing_open(self: LogManager, record: TopicRecord, index: int,  # type: ignore[no-untyped-def]
-                     *args: object):
-        if index == 5:
-            raise OSError("disk says no")
-        return open_files(self, record, index, *args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(LogManager, "_open_files", failing_open)
-    opened = _open(config, _record())
-    assert isinstance(opened[5], OSError)
-    assert all(isinstance(opened[i], Partition) for i in range(PARTITIONS) if i != 5)
+    record = _record()
+    _open(config, record)
+    # partition 5's segment is a directory: its log cannot open; partition 7's
+    # partition.metadata cannot be read, which topic it is of is not known
+    segment = tmp_path / "t-5" / "00000000000000000000.log"
+    segment.unlink()
+    segment.mkdir()
+    (tmp_path / "t-7" / "partition.metadata").write_bytes(b"\xff\xfe")
+    opened = _open(config, record)
+    assert isinstance(opened[5], StorageError), opened[5]
+    assert isinstance(opened[7], UnreadablePartitionMetadata), opened[7]
+    assert all(isinstance(opened[i], Partition) for i in range(PARTITIONS) if i not in (5, 7))
 
 
 @pytest.mark.parametrize("threads", [1, 3])

@@ -38,12 +38,16 @@ def test_a_new_leaders_epoch_is_recorded_off_the_loop(
         for i in range(6)], {})
     epoch_when_led: dict[int, int | None] = {}
     opened_on: set[int] = set()
-    open_files = LogManager._open_files
+    open_files, open_batch = LogManager._open_files, LogManager._open_batch
     make_leader = ReplicaPartition.make_leader
 
     def recording_open(self: LogManager, *args: object):  # type: ignore[no-untyped-def]
         opened_on.add(threading.get_ident())
         return open_files(self, *args)  # type: ignore[arg-type]
+
+    def recording_batch(self: LogManager, *args: object):  # type: ignore[no-untyped-def]
+        opened_on.add(threading.get_ident())
+        return open_batch(self, *args)  # type: ignore[arg-type]
 
     def recording_leader(self: ReplicaPartition, state: PartitionState,
                          version: int = -1) -> bool:
@@ -51,6 +55,7 @@ def test_a_new_leaders_epoch_is_recorded_off_the_loop(
         return make_leader(self, state, version)
 
     monkeypatch.setattr(LogManager, "_open_files", recording_open)
+    monkeypatch.setattr(LogManager, "_open_batch", recording_batch)
     monkeypatch.setattr(ReplicaPartition, "make_leader", recording_leader)
 
     async def main() -> int:

@@ -34,7 +34,7 @@ from pybroker.log.checkpoint import (
 )
 from pybroker.log.cleaner import Cleaner
 from pybroker.log.dir_failure import LogDirFailures
-from pybroker._core import StorageError
+from pybroker._core import StorageError, assign_leader_epochs, open_logs, read_small_files
 from pybroker.log.partition import Partition, log_options
 from pybroker.phase_log import Tally
 
@@ -286,25 +286,13 @@ class LogManager:
         # opens thousands of a topic's logs; each read the config's layers again)
         config = topic_config(self.config, record)
         options = log_options(config)
-
-        def open_one(index: int) -> _Opened | Exception:
-            try:
-                return self._open_files(record, index, placed[index], wanted[index],
-                                        (config, options))
-            except Exception as exc:  # noqa: BLE001 - handed to the caller per partition
-                return exc
+        # num.recovery.threads.per.data.dir opens at a time in each dir, as Kafka
+        # loads logs (one log's recovery scan and fsyncs overlap the next one's)
+        threads = self.config["num.recovery.threads.per.data.dir"] * len(
+            {where.directory for where in placed.values()})
 
         def open_all() -> dict[int, _Opened | Exception]:
-            # num.recovery.threads.per.data.dir opens at a time in each dir, as Kafka
-            # loads logs: the Rust open runs without the GIL, so a recovery's scan
-            # and the fsyncs of one log overlap the next log's
-            workers = self.config["num.recovery.threads.per.data.dir"] * len(
-                {where.directory for where in placed.values()})
-            if workers <= 1 or len(placed) <= 1:
-                return {index: open_one(index) for index in placed}
-            with ThreadPoolExecutor(min(workers, len(placed)),
-                                    thread_name_prefix="log-open") as pool:
-                return dict(zip(placed, pool.map(open_one, placed), strict=True))
+            return self._open_batch(record, placed, wanted, (config, options), threads)
 
         with anyio.CancelScope(shield=True), self.open_tally.ongoing():
             try:
@@ -341,48 +329,147 @@ class LogManager:
         topic's log (see _holds_other_topic) is deleted first and the log starts empty;
         a partition.metadata that cannot be read raises UnreadablePartitionMetadata.
         `configured`: the topic's config and log options, when the caller has them."""
-        key = (record.name, index)
-        directory = placed.directory
-        path = directory / partition_dir_name(record.name, index)
-        existed, replaced, held = placed.existed, False, None
-        if existed:
-            held = read_partition_metadata(path)
-            if self._holds_other_topic(path, record, held):
-                _delete_dir(path)
-                existed, replaced, held = False, True, None
-        if not existed:
-            path.mkdir(parents=True, exist_ok=True)
-        _write_partition_metadata(path, record.topic_id, held)
-        clean = self._clean.get(directory, False)
-        # only a recovery can change the segments' size (what it truncated is reported)
-        size_before = _segment_bytes(path) if existed and not clean else None
         started = time.monotonic()
-        # a replaced log's checkpointed offsets were the earlier topic's
-        offsets = ({} if replaced else self._recovery_points.get(directory, {}),
-                   {} if replaced else self._log_starts.get(directory, {}),
-                   {} if replaced else self._high_watermarks.get(directory, {}))
+        path, replaced = self._prepare_dir(record, index, placed, UNREAD)
         if configured is None:
             config = topic_config(self.config, record)
             configured = (config, log_options(config))
+        offsets = self._open_offsets(record.name, index, placed, replaced)
         partition = Partition(
-            record.name,
-            index,
-            path,
-            configured[0],
-            options=configured[1],
-            recovery_point=offsets[0].get(key, 0),
-            log_start_offset=offsets[1].get(key, 0),
-            clean_shutdown=clean,
-            high_watermark=offsets[2].get(key, 0),
-            failures=self.failures,
-        )
+            record.name, index, path, configured[0], options=configured[1],
+            recovery_point=offsets.recovery_point, log_start_offset=offsets.log_start,
+            clean_shutdown=offsets.clean, high_watermark=offsets.high_watermark,
+            failures=self.failures)
         if lead_epoch is not None:
             partition.log.assign_leader_epoch(lead_epoch, partition.log.log_end_offset)
-        return _Opened(partition, size_before, started, replaced)
+        return _Opened(partition, offsets.recovers, started, replaced)
+
+    def _open_batch(self, record: TopicRecord, placed: dict[int, _Placed],
+                    wanted: dict[int, int | None],
+                    configured: tuple[TopicConfig, dict[str, object]], threads: int
+                    ) -> dict[int, _Opened | Exception]:
+        """_open_files for many partitions of a topic (a worker thread), each one's
+        exception in its place. The partition.metadata reads, the log opens and the
+        lead epochs' checkpoints are each one call for the whole batch, `threads`
+        files at a time without the GIL: opened one by one from Python threads, each
+        log's file calls took the GIL back several times, each wait up to the switch
+        interval while the event loop held it (issue 25: after a kill -9 the opening
+        threads spent as long there as in the opens themselves)."""
+        started = time.monotonic()
+        results: dict[int, _Opened | Exception] = {}
+        paths = {index: where.directory / partition_dir_name(record.name, index)
+                 for index, where in placed.items()}
+        held: dict[int, uuid.UUID | None | _Unread] = dict.fromkeys(placed, None)
+        existing = [index for index, where in placed.items() if where.existed]
+        read = read_small_files([os.path.join(paths[index], PARTITION_METADATA)
+                                 for index in existing], PARTITION_METADATA_MAX, threads)
+        for index, got in zip(existing, read, strict=True):
+            target = os.path.join(paths[index], PARTITION_METADATA)
+            try:
+                if isinstance(got, OSError):
+                    raise UnreadablePartitionMetadata(f"{target}: {got}")
+                held[index] = None if got is None else parse_partition_metadata(target, got)
+            except UnreadablePartitionMetadata as exc:
+                results[index] = exc
+
+        def prepare(index: int) -> tuple[Path, bool] | Exception:
+            try:
+                return self._prepare_dir(record, index, placed[index], held[index])
+            except Exception as exc:  # noqa: BLE001 - handed to the caller per partition
+                return exc
+
+        # a new log's dir is made and its partition.metadata written and fsynced (a
+        # topic created): those overlap on the threads as the opens do; a restart's
+        # dirs hold the topic's id already and need no file call
+        to_write = [index for index in placed if index not in results
+                    and (not placed[index].existed or held[index] != record.topic_id)]
+        prepared = dict.fromkeys(to_write)
+        if threads > 1 and len(to_write) > 1:
+            with ThreadPoolExecutor(min(threads, len(to_write)),
+                                    thread_name_prefix="log-open") as pool:
+                prepared.update(zip(to_write, pool.map(prepare, to_write), strict=True))
+        else:
+            prepared.update((index, prepare(index)) for index in to_write)
+        ready: dict[int, tuple[Path, bool]] = {}
+        for index in placed:
+            if index in results:
+                continue
+            got = prepared[index] if index in prepared else prepare(index)
+            if isinstance(got, Exception):
+                results[index] = got
+            else:
+                assert got is not None
+                ready[index] = got
+        offsets = {index: self._open_offsets(record.name, index, placed[index], replaced)
+                   for index, (_, replaced) in ready.items()}
+        order = list(ready)
+        logs = open_logs([str(ready[index][0]) for index in order],
+                         [offsets[index].recovery_point for index in order],
+                         [offsets[index].log_start for index in order],
+                         [offsets[index].clean for index in order],
+                         threads, **configured[1])  # type: ignore[arg-type]
+        opened = dict(zip(order, logs, strict=True))
+        leading = [index for index in order if wanted[index] is not None
+                   and not isinstance(opened[index], BaseException)]
+        # nothing can append to a log not yet registered: the log end is the one
+        # make_leader would record the epoch at (see open_partition_async)
+        failed = assign_leader_epochs([opened[index] for index in leading],  # type: ignore[misc]
+                                      [wanted[index] for index in leading], threads)
+        for index, error in zip(leading, failed, strict=True):
+            if error is not None:
+                opened[index] = error
+        for index in order:
+            got = opened[index]
+            if isinstance(got, BaseException):
+                results[index] = got if isinstance(got, Exception) else Exception(got)
+                continue
+            partition = Partition(
+                record.name, index, ready[index][0], configured[0], opened=got,
+                recovery_point=offsets[index].recovery_point,
+                log_start_offset=offsets[index].log_start, clean_shutdown=offsets[index].clean,
+                high_watermark=offsets[index].high_watermark, failures=self.failures)
+            results[index] = _Opened(partition, offsets[index].recovers, started,
+                                     ready[index][1])
+        return results
+
+    def _prepare_dir(self, record: TopicRecord, index: int, placed: _Placed,
+                     held: uuid.UUID | None | _Unread) -> tuple[Path, bool]:
+        """A partition's dir made ready for its log to open: a dir holding an earlier
+        topic's log deleted, a missing one made, the topic id written to its
+        partition.metadata. `held`: what that file holds, when the caller read it.
+        Returns the dir and whether an earlier topic's log was deleted from it."""
+        path = placed.directory / partition_dir_name(record.name, index)
+        existed, replaced = placed.existed, False
+        if existed:
+            if isinstance(held, _Unread):
+                held = read_partition_metadata(path)
+            if self._holds_other_topic(path, record, held):
+                _delete_dir(path)
+                existed, replaced, held = False, True, None
+        else:
+            held = None
+        if not existed:
+            path.mkdir(parents=True, exist_ok=True)
+        _write_partition_metadata(path, record.topic_id, held)
+        return path, replaced
+
+    def _open_offsets(self, topic: str, index: int, placed: _Placed,
+                      replaced: bool) -> _OpenOffsets:
+        """The checkpointed offsets a log opens with, and whether it is recovered."""
+        key = (topic, index)
+        directory = placed.directory
+        clean = self._clean.get(directory, False)
+        # a replaced log's checkpointed offsets were the earlier topic's
+        if replaced:
+            return _OpenOffsets(0, 0, 0, clean, False)
+        return _OpenOffsets(self._recovery_points.get(directory, {}).get(key, 0),
+                            self._log_starts.get(directory, {}).get(key, 0),
+                            self._high_watermarks.get(directory, {}).get(key, 0),
+                            clean, placed.existed and not clean)
 
     def _register(self, record: TopicRecord, index: int, directory: Path,
                   opened: _Opened) -> Partition:
-        partition, size_before, started, replaced = opened
+        partition, recovers, started, replaced = opened
         key = (record.name, index)
         name = partition_dir_name(record.name, index)
         if replaced:
@@ -390,11 +477,11 @@ class LogManager:
         self._topic_ids[key] = record.topic_id
         self.partitions[key] = partition
         self._dir_load[directory] += 1
-        size_after = partition.log.size_bytes
-        recovered = size_before is not None and size_before > 0
-        if size_before is None:
-            size_before = size_after
-        truncated = max(0, size_before - size_after) if recovered else 0
+        # what the log held before its recovery cut a torn tail off (the recovery
+        # reports the bytes it cut)
+        truncated = partition.log.truncated_at_open if recovers else 0
+        size_before = partition.log.size_bytes + truncated
+        recovered = recovers and size_before > 0
         log.debug("opened %s in %.3f s (%d bytes%s)", name, time.monotonic() - started,
                   size_before, f", recovered, {truncated} bytes truncated" if recovered else "")
         if truncated:
@@ -565,12 +652,24 @@ class _Placed(NamedTuple):
     existed: bool
 
 
+class _OpenOffsets(NamedTuple):
+    """What a log opens with (LogManager._open_offsets)."""
+
+    recovery_point: int
+    log_start: int
+    high_watermark: int
+    #: its dir was shut down cleanly: no recovery
+    clean: bool
+    #: an existing log opened after an unclean shutdown: recovered from its recovery point
+    recovers: bool
+
+
 class _Opened(NamedTuple):
     """What _open_files hands to _register."""
 
     partition: Partition
-    #: the segments' bytes before a recovery (None: the log was not recovered)
-    size_before: int | None
+    #: the log was recovered from its recovery point (an unclean shutdown)
+    recovers: bool
     #: when the log's own open began (time.monotonic)
     started: float
     #: the dir held an earlier topic's log, deleted: its offsets are forgotten
@@ -610,6 +709,8 @@ def _remove_dirs(paths: list[Path]) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+#: a partition dir's topic id file (Kafka's name)
+PARTITION_METADATA = "partition.metadata"
 #: read of a partition.metadata (Kafka's is two short lines; a longer file is not one)
 PARTITION_METADATA_MAX = 4096
 
@@ -624,19 +725,27 @@ def read_partition_metadata(path: Path) -> uuid.UUID | None:
     """The topic id in `path`'s partition.metadata; None when there is no file (a log
     from before topic ids). A file that cannot be read, or is not Kafka's format, raises
     UnreadablePartitionMetadata."""
-    target = os.path.join(path, "partition.metadata")
+    target = os.path.join(path, PARTITION_METADATA)
     try:
-        # os-level reads: a start reads one per log, and read_text's file object and
-        # decoder cost more than the read (a quarter of a clean log's open)
+        # os-level reads: read_text's file object and decoder cost more than the read
         fd = os.open(target, os.O_RDONLY)
         try:
             data = os.read(fd, PARTITION_METADATA_MAX)
         finally:
             os.close(fd)
-        lines = data.decode().splitlines()
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise UnreadablePartitionMetadata(f"{target}: {exc}") from exc
+    return parse_partition_metadata(target, data)
+
+
+def parse_partition_metadata(target: str, data: bytes) -> uuid.UUID:
+    """The topic id in a partition.metadata's bytes (`target` names the file in the
+    error); UnreadablePartitionMetadata when they are not Kafka's format."""
+    try:
+        lines = data.decode().splitlines()
+    except UnicodeDecodeError as exc:
         raise UnreadablePartitionMetadata(f"{target}: {exc}") from exc
     fields = dict(line.split(": ", 1) for line in lines if ": " in line)
     if fields.get("version") != "0" or "topic_id" not in fields:
@@ -666,8 +775,8 @@ def _write_partition_metadata(path: Path, topic_id: uuid.UUID,
                     "this partition's dir while the broker is stopped (its replica is then "
                     "fetched from the leader)", path, current, topic_id)
         return
-    target = path / "partition.metadata"
-    tmp = path / "partition.metadata.tmp"
+    target = path / PARTITION_METADATA
+    tmp = path / f"{PARTITION_METADATA}.tmp"
     encoded = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
     with open(tmp, "w") as f:
         f.write(f"version: 0\ntopic_id: {encoded}\n")
@@ -676,15 +785,6 @@ def _write_partition_metadata(path: Path, topic_id: uuid.UUID,
         # whole, and one that cannot be read is refused, not taken for a missing one
         os.fsync(f.fileno())
     os.replace(tmp, target)
-
-
-def _segment_bytes(path: Path) -> int:
-    """The bytes of a partition dir's segment files (.log)."""
-    try:
-        return sum(entry.stat().st_size for entry in os.scandir(path)
-                   if entry.name.endswith(".log") and entry.is_file())
-    except OSError:
-        return 0
 
 
 def _opened_line(counts: dict[str, int], logs: int, seconds: float) -> str:

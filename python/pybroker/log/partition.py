@@ -49,14 +49,17 @@ class Partition:
         high_watermark: int = 0,
         failures: LogDirFailures | None = None,
         options: dict[str, object] | None = None,
+        opened: PartitionLog | None = None,
     ) -> None:
         """`options`: log_options(config), when the caller has them already (one
-        topic's partitions share them)."""
+        topic's partitions share them). `opened`: the log, when the caller opened it
+        already with these offsets and options (a batch of logs opened in one call,
+        see LogManager.open_partitions_async)."""
         self.topic = topic
         self.index = index
         self.directory = directory
         self._use_config(config)
-        self.log = PartitionLog(
+        self.log = opened if opened is not None else PartitionLog(
             str(directory),
             recovery_point=recovery_point,
             log_start_offset=log_start_offset,

@@ -10,6 +10,7 @@ mod epochs;
 mod fetch_channel;
 mod fetch_request;
 mod follower;
+mod open_logs;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -283,6 +284,12 @@ struct PartitionLog {
 }
 
 impl PartitionLog {
+    fn from_log(log: pybroker_log::Log) -> PartitionLog {
+        PartitionLog {
+            log: Mutex::new(log),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, pybroker_log::Log> {
         self.log.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -332,9 +339,14 @@ impl PartitionLog {
             now_ms: now_ms(),
         };
         let log = release(py, || pybroker_log::Log::open(&path, config, state))?;
-        Ok(PartitionLog {
-            log: Mutex::new(log),
-        })
+        Ok(PartitionLog::from_log(log))
+    }
+
+    /// Bytes the open's recovery cut off (a torn or corrupt tail, and the
+    /// segments after it, after an unclean shutdown); 0 when nothing was cut.
+    #[getter]
+    fn truncated_at_open(&self) -> u64 {
+        self.lock().truncated_at_open()
     }
 
     #[getter]
@@ -828,5 +840,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fetch_channel::register(m)?;
     fetch_request::register(m)?;
     epochs::register(m)?;
+    open_logs::register(m)?;
     Ok(())
 }

@@ -187,6 +187,9 @@ pub struct Log {
     closed: bool,
     /// (size_bytes, segment_count) frozen at close, once the files are released.
     closed_stats: (u64, usize),
+    /// Bytes the open's recovery cut off (see `recovery::Loaded`): 0 after a
+    /// clean shutdown or when every batch was whole.
+    truncated_at_open: u64,
     pub(crate) producers: ProducerStateManager,
     /// Leader epoch -> start offset (`leader-epoch-checkpoint`); see `replication.rs`.
     pub(crate) epochs: LeaderEpochCache,
@@ -228,6 +231,7 @@ impl Log {
             recovery_point: 0,
             closed: false,
             closed_stats: (0, 0),
+            truncated_at_open: loaded.truncated_bytes,
             producers: ProducerStateManager::new(dir),
             epochs: LeaderEpochCache::new(dir),
             files,
@@ -352,6 +356,10 @@ impl Log {
     }
     pub fn recovery_point(&self) -> i64 {
         self.recovery_point
+    }
+    /// Bytes the open's recovery cut off (a torn tail after an unclean shutdown).
+    pub fn truncated_at_open(&self) -> u64 {
+        self.truncated_at_open
     }
     pub fn size_bytes(&self) -> u64 {
         if self.closed {

@@ -254,6 +254,9 @@ fn load_segment(seg: &mut Segment, scan_tail: bool) -> Result<()> {
 pub struct Loaded {
     pub segments: BTreeMap<i64, Segment>,
     pub log_end_offset: i64,
+    /// Bytes recovery cut off: the torn or corrupt tail of the segment where
+    /// the scan stopped, and every later segment (deleted with it).
+    pub truncated_bytes: u64,
 }
 
 /// Opens every segment of `dir`, recovering as the module doc describes.
@@ -286,6 +289,7 @@ pub fn load(
     };
     let bases: Vec<i64> = segments.keys().copied().collect();
     let mut cut_at: Option<usize> = None;
+    let mut truncated_bytes = 0u64;
     for (i, b) in bases.iter().enumerate() {
         let last = i + 1 == bases.len();
         let seg = segments.get_mut(b).unwrap();
@@ -299,7 +303,9 @@ pub fn load(
         }
         if recover {
             seg.activate(segment_index_bytes)?;
+            let size = seg.size();
             if recover_segment(seg)? {
+                truncated_bytes += size - seg.size();
                 cut_at = Some(i + 1);
                 break;
             }
@@ -311,6 +317,7 @@ pub fn load(
     if let Some(i) = cut_at {
         for b in &bases[i..] {
             if let Some(s) = segments.remove(b) {
+                truncated_bytes += s.size();
                 s.delete_files()?;
             }
         }
@@ -338,6 +345,7 @@ pub fn load(
     Ok(Loaded {
         segments,
         log_end_offset,
+        truncated_bytes,
     })
 }
 

@@ -92,3 +92,65 @@ fn reopening_preallocated_indexes_reads_only_what_it_scans() {
         assert!(pages <= 4, "{name}: {pages} pages read in at open");
     }
 }
+
+/// Appends `n` one-record batches of 1,000-byte values.
+fn fill(log: &mut Log, n: usize) {
+    for _ in 0..n {
+        let mut b = BatchBuilder::new(0, NOW);
+        b.push(Record::new(NOW, Some(b"k"), Some(&[b'v'; 1000])));
+        log.append(&b.build(), 0, NOW).unwrap();
+    }
+}
+
+#[test]
+fn a_recovery_reports_the_torn_tail_it_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path(), true);
+    fill(&mut log, 3);
+    let (end, size) = (log.log_end_offset(), log.size_bytes());
+    drop(log); // a kill -9
+    let segment = dir.path().join("00000000000000000000.log");
+    let mut torn = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&segment)
+        .unwrap();
+    std::io::Write::write_all(&mut torn, &[7u8; 37]).unwrap();
+    drop(torn);
+    let log = open(dir.path(), false);
+    assert_eq!(log.truncated_at_open(), 37);
+    assert_eq!((log.log_end_offset(), log.size_bytes()), (end, size));
+    drop(log);
+    // a clean open, and a recovery that finds every batch whole, cut nothing
+    assert_eq!(open(dir.path(), false).truncated_at_open(), 0);
+    assert_eq!(open(dir.path(), true).truncated_at_open(), 0);
+}
+
+#[test]
+fn a_recovery_counts_the_later_segments_it_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 2500, // two ~1 KB batches a segment
+        ..LogConfig::default()
+    };
+    let state = |clean_shutdown| OpenState {
+        clean_shutdown,
+        now_ms: NOW,
+        ..OpenState::default()
+    };
+    let mut log = Log::open(dir.path(), config.clone(), state(true)).unwrap();
+    fill(&mut log, 6);
+    let total = log.size_bytes();
+    assert!(log.segment_count() >= 3);
+    drop(log);
+    // the first segment's second batch corrupt: it and every later segment go
+    let first = dir.path().join("00000000000000000000.log");
+    let mut data = std::fs::read(&first).unwrap();
+    let len = data.len();
+    let batch = len / 2;
+    data[batch + 20] ^= 0xff; // inside the second batch (past its length field)
+    std::fs::write(&first, &data).unwrap();
+    let log = Log::open(dir.path(), config, state(false)).unwrap();
+    assert_eq!(log.segment_count(), 1);
+    assert_eq!(log.size_bytes(), batch as u64);
+    assert_eq!(log.truncated_at_open(), total - batch as u64);
+}
