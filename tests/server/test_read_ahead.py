@@ -125,6 +125,14 @@ def _fill_until_blocked(client: socket.socket, quiet_s: float, bound_s: float) -
     raise AssertionError(f"the broker still took bytes after {bound_s} s: {sent} sent")
 
 
+def _has_bytes(sock: socket.socket) -> bool:
+    """Whether bytes wait in a non-blocking socket (its recv raises when none do yet)."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return False
+
+
 def _read_answers(client: socket.socket, count: int) -> list[int]:
     client.settimeout(WAIT_S)
     got = bytearray()
@@ -291,7 +299,7 @@ def test_a_large_request_read_ahead_into_a_spent_pool_is_still_read() -> None:
                 target=client.sendall, args=(struct.pack(">i", size) + body,))
             sender.start()
             with anyio.fail_after(WAIT_S):  # the bytes reach the broker's socket
-                while conn.sock.recv(1, socket.MSG_PEEK) == b"":
+                while not _has_bytes(conn.sock):
                     await anyio.sleep(0.01)
                 held = 0
                 while held < pool_bytes:  # a send blocked meanwhile reads ahead
