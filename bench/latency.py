@@ -140,11 +140,9 @@ class LoopLagProbe(threading.Thread):
 
 class ProbeProcess:
     """The loop-lag probe in a process of its own. In this one it shares the GIL and,
-    on 2 cores, the CPU with the producer loop and the consumer of a 20,000/s client:
-    a probe answered in time then waited for its own process to be scheduled (with
-    the broker pinned to a core of its own, the probe saw 54-140 ms while the broker's
-    loop thread never slept nor waited longer than 7.5 ms, bench/RESULTS.md `bulk3`).
-    It runs on every CPU whatever this process is pinned to."""
+    on 2 cores, the CPU with the producer loop and the consumer of a 20,000/s client,
+    so a probe answered in time could still wait for its own process; apart, its round
+    trip is the broker's. It runs on every CPU whatever this process is pinned to."""
 
     def __init__(self, bootstrap: str, interval: float = 0.005) -> None:
         ctx = multiprocessing.get_context("spawn")
@@ -339,6 +337,7 @@ def measure(bootstrap: str, rate: int, seconds: float, size: int,
     counted_from = [2**63 - 1]
     ready = threading.Event()
     done = threading.Event()
+    split: dict[str, object] = {}
 
     def consume() -> None:
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
@@ -358,6 +357,8 @@ def measure(bootstrap: str, rate: int, seconds: float, size: int,
                     latencies.append(took)
                     if slow is not None and took >= SLOW_MS and len(slow) < SLOW_KEPT:
                         slow.append((sent / 1e9, took))
+        # here, while this thread still runs: an ended thread's CPU is gone from /proc
+        split.update({label: times.stop() for label, times in (threads or {}).items()})
         consumer.close()
         done.set()
 
@@ -394,7 +395,6 @@ def measure(bootstrap: str, rate: int, seconds: float, size: int,
             time.sleep(pause)
     producer.flush(30)
     done.wait(warmup + seconds + 30)
-    split = {label: times.stop() for label, times in (threads or {}).items()}
     rtts, sent_at = probe.stop()
     return latencies, [rtt for rtt, at in zip(rtts, sent_at, strict=True)
                        if at >= probe_from], split
