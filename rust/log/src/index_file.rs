@@ -15,6 +15,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use memmap2::{Advice, MmapMut};
 
@@ -28,6 +29,14 @@ pub(crate) struct IndexFile {
     entries: usize,
     /// Capacity in entries of the current file length.
     capacity: usize,
+    /// Entries written or zeroed through the mapping since its last msync (or
+    /// since the file was opened: what was on disk then was made durable by the
+    /// process that wrote it, before its recovery point passed this segment or its
+    /// clean shutdown; what recovery writes again counts as written). `flush` is
+    /// a no-op without it: an msync(MS_SYNC) is a device flush on this file system
+    /// whether or not a page is dirty, and a close paid two per log even for a log
+    /// flushed to its end already.
+    written: AtomicBool,
 }
 
 /// No read-ahead on an index mapping: its reads are binary searches and a scan
@@ -62,6 +71,7 @@ impl IndexFile {
             entry_size,
             entries: 0,
             capacity: len / entry_size,
+            written: AtomicBool::new(false),
         };
         f.map(&file)?;
         f.entries = f.capacity;
@@ -142,6 +152,7 @@ impl IndexFile {
         };
         m[at..at + self.entry_size].copy_from_slice(bytes);
         self.entries += 1;
+        *self.written.get_mut() = true;
     }
 
     /// Drops entries from `n` on and zeroes them.
@@ -152,6 +163,7 @@ impl IndexFile {
         let (from, to) = (n * self.entry_size, self.entries * self.entry_size);
         if let Some(m) = self.mmap.as_mut() {
             m[from..to].fill(0);
+            *self.written.get_mut() = true;
         }
         self.entries = n;
     }
@@ -176,13 +188,23 @@ impl IndexFile {
         Ok(())
     }
 
-    /// msync of the mapping (see the module docs); nothing when unmapped,
-    /// which means no entries.
+    /// msync of the mapping (see the module docs) when an entry was written
+    /// since the last one; nothing when unmapped, which means no entries.
     pub(crate) fn flush(&self) -> Result<()> {
         if let Some(m) = self.mmap.as_ref() {
-            m.flush()?;
+            // `&self`: no entry can be written meanwhile (that takes `&mut self`)
+            if self.written.load(Ordering::Relaxed) {
+                m.flush()?;
+                self.written.store(false, Ordering::Relaxed);
+            }
         }
         Ok(())
+    }
+
+    /// Whether `flush` has something to write (tests).
+    #[cfg(test)]
+    pub(crate) fn needs_flush(&self) -> bool {
+        self.mmap.is_some() && self.written.load(Ordering::Relaxed)
     }
 
     /// Binary search: the largest entry index whose key (given by `key`) is
@@ -198,5 +220,50 @@ impl IndexFile {
             }
         }
         lo.checked_sub(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ENTRY: usize = 8;
+
+    fn entry(i: u8) -> [u8; ENTRY] {
+        [0, 0, 0, i, 0, 0, 0, i]
+    }
+
+    #[test]
+    fn only_an_index_written_since_its_last_flush_is_flushed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.index");
+        let mut f = IndexFile::open(&path, ENTRY).unwrap();
+        f.set_entries(0);
+        f.preallocate(80).unwrap();
+        f.ensure_mapped().unwrap();
+        assert!(!f.needs_flush(), "nothing written yet");
+        f.push(&entry(1));
+        f.push(&entry(2));
+        assert!(f.needs_flush());
+        f.flush().unwrap();
+        assert!(
+            !f.needs_flush(),
+            "flushed to its last entry: nothing to msync"
+        );
+        f.flush().unwrap();
+        // a trim (set_len and a new mapping) keeps what the old mapping wrote unflushed
+        f.push(&entry(3));
+        f.trim().unwrap();
+        assert!(f.needs_flush());
+        f.flush().unwrap();
+        f.truncate_entries(1);
+        assert!(f.needs_flush(), "zeroed entries are written too");
+        f.flush().unwrap();
+        drop(f);
+        // opened again: what is on disk was flushed by whoever wrote it
+        let mut f = IndexFile::open(&path, ENTRY).unwrap();
+        f.set_entries(1);
+        assert!(!f.needs_flush());
+        assert_eq!(f.raw_entry(0), &entry(1));
     }
 }

@@ -553,6 +553,15 @@ impl ProducerStateManager {
         Ok(())
     }
 
+    /// No producer, no transaction, and no snapshot written or loaded since the
+    /// last reload or reset (so none on disk): what a reload finds with no snapshot.
+    pub fn is_empty_and_unsaved(&self) -> bool {
+        self.producers.is_empty()
+            && self.ongoing.is_empty()
+            && self.unreplicated.is_empty()
+            && self.last_snapshot_offset < 0
+    }
+
     /// Writes `<map_end_offset>.snapshot` unless one exists at that offset,
     /// then keeps only the newest [`SNAPSHOTS_RETAINED`] snapshots.
     pub fn take_snapshot(&mut self) -> Result<()> {

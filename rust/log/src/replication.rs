@@ -211,9 +211,12 @@ impl Log {
     /// cut, the file is written with the log's next flush, not here.
     pub(crate) fn load_leader_epochs(&mut self) -> Result<()> {
         let last_epoch = self.last_batch()?.map(|h| h.partition_leader_epoch);
-        let loaded = match LeaderEpochCache::load(&self.dir) {
-            Ok(c) => c,
-            Err(LogError::Corrupt(_)) => None,
+        let (loaded, missing) = match LeaderEpochCache::load(&self.dir) {
+            Ok(c) => {
+                let missing = c.is_none();
+                (c, missing)
+            }
+            Err(LogError::Corrupt(_)) => (None, false),
             Err(e) => return Err(e),
         };
         let (mut cache, rebuilt) = match loaded {
@@ -224,7 +227,12 @@ impl Log {
         };
         let cut = cache.truncate_from_end(self.log_end_offset);
         let moved = cache.truncate_from_start(self.log_start_offset);
-        if rebuilt || cut || moved {
+        // no file and nothing in the log to rebuild from (a new log, a follower of a
+        // partition never written to): the next open finds the same, so there is
+        // nothing to write. Written, it cost every such log two fsyncs at its first
+        // flush or close: 20,000 of a clean stop's ~30,000 with 10,000 empty logs
+        let same_without_a_file = missing && cache.entries().is_empty();
+        if (rebuilt && !same_without_a_file) || cut || moved {
             // what the next open would rebuild or cut again from the same files:
             // written with the log's next flush (or the next new entry)
             cache.defer_flush();
