@@ -104,6 +104,10 @@ try:
 except ImportError as exc:  # pragma: no cover - guidance only
     sys.exit(f"missing dependency ({exc}); run: pip install '.[bench]'")
 
+#: how often a controlled shutdown's watcher asks each other broker for the metadata
+#: of the topics it does not see moved yet
+POLL_S = 0.02
+
 #: Metadata v8 (the last non-flexible version), all topics: topics = null,
 #: allow_auto_topic_creation, include_cluster/topic_authorized_operations all false
 _METADATA_V8 = struct.pack(">hhih", 3, 8, 1, 3) + b"ctl" + struct.pack(">i???", -1, False,
@@ -288,45 +292,67 @@ def read_states(connect: str, topics: list[str], per_topic: int
     return asyncio.run(read())
 
 
-def served_elsewhere(cluster: Any, target: int, topics: list[str], timeout: float
-                     ) -> dict[int, float | None]:
+def served_elsewhere(bootstraps: dict[int, str], target: int, topics: list[str],
+                     timeout: float) -> dict[int, float | None]:
     """Poll every other broker's Metadata until it shows every partition led by a broker
     other than `target` (a broker's cache gives the leader of a partition it is to lead
     only once its replica layer took the leadership on); broker -> the time.time() it
-    did. One topic a request (a full Metadata over thousands of partitions would stall
-    the loops it measures), a topic seen done on a broker not asked again."""
+    did. Every topic not seen done yet in one request, as a client refreshes the
+    metadata of its topics, every POLL_S (one topic a request, 100 topics one after
+    another, took seconds a round on a busy broker: the figure was the poll's)."""
     from pybroker.client.connection import BrokerConnection
 
     async def watch(bootstrap: str) -> float | None:
         host, port = bootstrap.rsplit(":", 1)
         connection = BrokerConnection(host, int(port), "bench-controller", 30.0)
-        pending = list(topics)
+        pending = set(topics)
         deadline = time.monotonic() + timeout
         try:
             while pending and time.monotonic() < deadline:
-                for topic in list(pending):
-                    try:
-                        body = await connection.request(3, 8, {
-                            "topics": [{"name": topic}], "allow_auto_topic_creation": False,
-                            "include_cluster_authorized_operations": False,
-                            "include_topic_authorized_operations": False})
-                    except Exception:  # noqa: BLE001 - a slow answer: asked again
-                        await asyncio.sleep(0.1)
-                        continue
-                    leaders = [p["leader_id"] for t in body["topics"] for p in t["partitions"]]
+                try:
+                    body = await connection.request(3, 8, {
+                        "topics": [{"name": t} for t in sorted(pending)],
+                        "allow_auto_topic_creation": False,
+                        "include_cluster_authorized_operations": False,
+                        "include_topic_authorized_operations": False})
+                except Exception:  # noqa: BLE001 - a slow answer: asked again
+                    await asyncio.sleep(0.1)
+                    continue
+                for t in body["topics"]:
+                    leaders = [p["leader_id"] for p in t["partitions"]]
                     if leaders and all(leader not in (-1, target) for leader in leaders):
-                        pending.remove(topic)
-                    await asyncio.sleep(0.005)
+                        pending.discard(t["name"])
+                await asyncio.sleep(POLL_S)
         finally:
             await connection.close()
         return None if pending else time.time()
 
     async def every() -> dict[int, float | None]:
-        others = sorted(b for b in cluster.brokers if b != target)
-        done = await asyncio.gather(*(watch(cluster.brokers[b].bootstrap) for b in others))
+        others = sorted(b for b in bootstraps if b != target)
+        done = await asyncio.gather(*(watch(bootstraps[b]) for b in others))
         return dict(zip(others, done, strict=True))
 
     return asyncio.run(every())
+
+
+def _serve_watch(queue: Any, *args: Any) -> None:
+    queue.put(served_elsewhere(*args))
+
+
+def start_served_watch(cluster: Any, target: int, topics: list[str], timeout: float
+                       ) -> tuple[Any, Any]:
+    """served_elsewhere in a process of its own: in this one it shared the GIL with the
+    poll of every state (a kazoo session decoding thousands of states every 50 ms), so
+    its answers waited on this script, not on the brokers. (process, queue)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    bootstraps = {b: broker.bootstrap for b, broker in cluster.brokers.items()}
+    process = context.Process(target=_serve_watch,
+                              args=(queue, bootstraps, target, topics, timeout), daemon=True)
+    process.start()
+    return process, queue
 
 
 def process_cpu_s(pid: int) -> float:
@@ -643,9 +669,7 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     t_term = time.time()
     proc.send_signal(signal.SIGTERM)
     served: dict[int, float | None] = {}
-    server = threading.Thread(target=lambda: served.update(
-        served_elsewhere(cluster, target, topics, args.timeout)), daemon=True)
-    server.start()
+    server, answers = start_served_watch(cluster, target, topics, args.timeout)
     try:
         t_moved: float | None = poll_until(
             lambda: all(s["leader"] != target for s in states().values()), args.timeout,
@@ -653,7 +677,11 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
     except RuntimeError as exc:
         print(f"cluster: {exc}; going on", file=sys.stderr, flush=True)
         t_moved = None
-    server.join(args.timeout)
+    try:
+        served.update(answers.get(timeout=args.timeout))
+    except Exception as exc:  # noqa: BLE001 - reported as not served
+        print(f"cluster: the Metadata watch gave no answer: {exc!r}", file=sys.stderr)
+    server.join(10)
     # CPU seconds each process spent from the SIGTERM until every other broker served
     # the new leaders (less sensitive to a loaded machine than the wall clock)
     cpu_spent = {name: round(process_cpu_s(pid) - cpu_start[name], 2)
@@ -673,8 +701,23 @@ def measure_cluster(cluster: Any, args: argparse.Namespace) -> dict[str, Any]:
                                    r"applied the partition states of .* became leader of "
                                    r"[1-9]")]
                for b in cluster.brokers if b != target}
+    # when the request reached the controller: its line's time less the work it names
+    reached = [round(when - float(re.search(r"in ([\d.]+) s", line)[1]) - t_term, 2)
+               for when, line in own]
+    # each broker's metadata listener: the controller's batches read and applied
+    listened = {b: [(round(when - t_term, 2), line.split("] ", 1)[-1][:140]) for when, line in
+                    log_lines_since(cluster.brokers[b].log_path, t_term,
+                                    r"re-read \d+ changed partition state|metadata: applied "
+                                    r"\d+ partition state change")]
+                for b in cluster.brokers if b != target}
+    exit_lines = log_lines_since(cluster.brokers[target].log_path, t_term,
+                                 r"controlled shutdown succeeded|shut down cleanly")
     result["controlled_shutdown"] = {
         "broker": target, "leaderships": led,
+        "request_reached_controller_s": reached,
+        "listeners": listened,
+        "leaving_broker": [(round(when - t_term, 2), line.split("] ", 1)[-1][:80])
+                           for when, line in exit_lines],
         "moved_s": round(t_moved - t_term, 2) if t_moved else None,
         "takeovers_applied": applied,
         "served_by_new_leaders_s": {b: round(t - t_term, 2) if t else None
@@ -831,10 +874,15 @@ def report_cluster(r: dict[str, Any]) -> None:
           f"{c.get('served_by_new_leaders_s')} s (polled), "
           f"process exited after {c['exited_s']:.2f} s; CPU seconds until then served: "
           f"{c.get('cpu_s_until_served')}")
+    print(f"    the request reached the controller after {c.get('request_reached_controller_s')}"
+          f" s; the leaving broker: {c.get('leaving_broker')}")
     for line in c["failed_attempts_and_unclean"]:
         print(f"    {line}")
     for b, lines in sorted(c.get("takeovers_applied", {}).items()):
         for since, line in lines[:6]:
+            print(f"    broker {b} +{since} s: {line}")
+    for b, lines in sorted(c.get("listeners", {}).items()):
+        for since, line in lines[:12]:
             print(f"    broker {b} +{since} s: {line}")
     if r["restart"] is not None:
         report_restart(r["restart"])

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +61,9 @@ COLLECT_STEP_S = 0.002
 COLLECT_MAX_S = 0.02
 #: ... and the batch size at which it stops waiting
 COLLECT_ENOUGH = 5000
+#: a re-read of at least this many states logs a line at INFO (a controller's batch:
+#: when it was notified, read and handed on), smaller ones at DEBUG
+LOGGED_REREAD = 1000
 
 Key = tuple[str, int]
 
@@ -105,6 +109,8 @@ class RecursiveStatesWatch(ZkWatch):
         self._dirty: set[Key] = set()
         self._lock = threading.Lock()
         self._scheduled = False
+        #: time.monotonic() of the notification that scheduled the re-read due
+        self._notified_at = 0.0
         self._full_read = False
         tap.listen(zn.TOPICS, self._notified)
 
@@ -118,6 +124,7 @@ class RecursiveStatesWatch(ZkWatch):
             if self._scheduled:
                 return  # a re-read is due already; it takes this one too
             self._scheduled = True
+            self._notified_at = time.monotonic()
         self.dispatcher.submit(self._reread_dirty, key=(self, "dirty"))
 
     # --- re-reads (the dispatcher) ------------------------------------------------------
@@ -139,8 +146,10 @@ class RecursiveStatesWatch(ZkWatch):
             keys = sorted(self._dirty)
             self._dirty.clear()
             self._scheduled = False
+            notified_at = self._notified_at
         if not keys:
             return
+        started = time.monotonic()
         if not self.zk.kazoo.connected:
             self._again(keys, schedule=False)  # the reconnect's full re-read covers them
             return
@@ -150,8 +159,13 @@ class RecursiveStatesWatch(ZkWatch):
             log.debug("re-reading %d partition state(s) interrupted: %s", len(keys), exc)
             self._again(keys, schedule=bool(self.zk.kazoo.connected))
             return
+        read_s = time.monotonic() - started
         for key, read in zip(keys, reads, strict=True):
             await self._apply(key, read)
+        log.log(logging.INFO if len(keys) >= LOGGED_REREAD else logging.DEBUG,
+                "re-read %d changed partition state(s): notified %.3f s before, read in "
+                "%.3f s, handed on in %.3f s", len(keys), started - notified_at, read_s,
+                time.monotonic() - started - read_s)
 
     def _again(self, keys: list[Key], schedule: bool) -> None:
         """Keep keys whose re-read failed, to be read with the next batch (or by the

@@ -7,6 +7,7 @@ embedded store and on every broker of a cluster over ZooKeeper."""
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 
 import anyio
@@ -27,6 +28,9 @@ from pybroker.server.loop_slice import LoopSlice
 log = logging.getLogger(__name__)
 
 NO_LEADER = -1
+#: a batch of at least this many partition state changes logs a line at INFO when
+#: applied (a controller's batch: how long this broker took), smaller ones at DEBUG
+LOGGED_BATCH = 1000
 
 
 class MetadataListener:
@@ -160,7 +164,10 @@ class MetadataListener:
         (the replica layer records the leader epochs of every takeover together). The
         replica layer applies the changed partitions alone: a controlled shutdown
         changes a third of a topic's states at a time (its leaderships, then its ISRs)."""
+        started = time.monotonic()
+        changed = 0
         for topic, changes in batch.items():
+            changed += len(changes)
             self.states_taken += len(changes)
             for partition, state in changes.items():
                 if state is None:
@@ -180,6 +187,9 @@ class MetadataListener:
         if records:
             await self.publisher.topics_changed(
                 records, {name: list(changes) for name, changes in batch.items()})
+        log.log(logging.INFO if changed >= LOGGED_BATCH else logging.DEBUG,
+                "metadata: applied %d partition state change(s) of %d topic(s) in %.3f s",
+                changed, len(batch), time.monotonic() - started)
 
     async def _session_reestablished(self) -> None:
         """A new session after a lost one (run after the watches were re-read). The
