@@ -38,7 +38,6 @@ from pybroker._core import StorageError
 from pybroker.net.readiness import ReadinessWaiter, wait_either
 from pybroker.server.bad_requests import RateLimitedLog
 from pybroker.server.deferred import DeferredAnswers
-from pybroker.server.loop_slice import LoopSlice
 from pybroker.server.memory import READ_BUFFER_BYTES, give_read_buffer, take_read_buffer
 
 if TYPE_CHECKING:
@@ -75,11 +74,6 @@ IOV_MAX = 1024
 READ_AHEAD_MAX_BYTES = 4 << 20
 #: sendmsg flag: more follows at once (Linux); 0 where the platform has none
 MSG_MORE = getattr(socket, "MSG_MORE", 0)
-#: a connection that has handled requests this long without waiting for its socket lets
-#: the event loop run the others before its next request (see Connection.take_turn);
-#: shorter than a long pass's slice (loop_slice.SLICE_S): a turn is a few requests, and
-#: every other client's request waits for it
-LOOP_TURN_S = 0.001
 
 _WATCH_OFF, _WATCH_ON, _WATCH_SUSPENDED = 0, 1, 2
 
@@ -98,7 +92,7 @@ class Connection:
         "last_active", "handling_since", "close_reason", "_buf", "_start", "_end", "_big",
         "_reserved", "_out", "_out_count", "_watch", "_loop", "session", "zero_copy",
         "_readable", "deferred", "_flushing", "_writable", "_ahead", "_ahead_end",
-        "_ahead_reserved", "_small", "_turns",
+        "_ahead_reserved", "_small",
     )
 
     def __init__(self, sock: socket.socket | TlsSocket, max_request_bytes: int, *,
@@ -138,8 +132,6 @@ class Connection:
         self._watch = _WATCH_OFF
         self._loop: asyncio.AbstractEventLoop | None = None
         self._readable = ReadinessWaiter(self.fd, on_idle=self._read_ahead_idle)
-        # the loop's other tasks get a turn between this connection's requests
-        self._turns = LoopSlice(LOOP_TURN_S)
         # held from a write's first wait until the queued responses are sent
         self._writable = ReadinessWaiter(self.fd, writable=True)
         #: the listener and principal (pybroker.security.session); None: PLAINTEXT
@@ -393,19 +385,6 @@ class Connection:
             if self._ahead is not None or self._ahead_end:
                 return  # the flush read ahead: those bytes come first
         await self._readable.wait()
-        self._turns.restart()
-
-    async def take_turn(self) -> None:
-        """Between two requests: let the event loop run the other connections if this
-        one has had it for LOOP_TURN_S. A connection's task goes from request to request
-        without suspending while its client's bytes are there to read (buffered, read
-        ahead, or in the socket), and asyncio switches tasks only where one suspends: a
-        producer pipelining small requests to a busy broker kept the loop for 270 ms on
-        end while the consumer's Fetch and every other client's request waited unread
-        (issue 26, bench/RESULTS.md `bulk3`). Kafka's network threads poll every channel
-        between requests. A suspension costs a loop iteration, so it is taken only once
-        per LOOP_TURN_S of a busy connection, not per request."""
-        await self._turns.pause_if_due()
 
     def _release_reservation(self) -> None:
         if self.pool is not None and self._reserved:
@@ -645,7 +624,6 @@ async def serve_connection(
             frame = await conn.read_frame()
             if not await handle_frame(conn, frame):
                 break
-            await conn.take_turn()
         await conn.deferred.drain()
         await conn.flush()
     except ConnectionClosed:

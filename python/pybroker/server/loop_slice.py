@@ -31,8 +31,3 @@ class LoopSlice:
             await anyio.sleep(0)
             self.pauses += 1
             self._started = time.monotonic()
-
-    def restart(self) -> None:
-        """The pass suspended by itself (it waited for something): the other tasks had
-        their turn, and its slice starts again."""
-        self._started = time.monotonic()
