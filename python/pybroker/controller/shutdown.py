@@ -12,7 +12,8 @@ import logging
 
 import anyio
 
-from pybroker.client.connection import BrokerConnection, BrokerUnreachable
+from pybroker.client.connection import BrokerUnreachable
+from pybroker.client.peer import connect_peer
 from pybroker.config import BrokerConfig
 from pybroker.controller.controller import Controller
 from pybroker.coordination.errors import CoordinationError
@@ -36,7 +37,7 @@ async def controlled_shutdown(broker_id: int, config: BrokerConfig, metadata: Me
         if attempt:
             await anyio.sleep(backoff_s)
         try:
-            remaining = await _ask(broker_id, metadata, controller)
+            remaining = await _ask(broker_id, config, metadata, controller)
         except (KafkaError, BrokerUnreachable, CoordinationError) as exc:
             log.warning("controlled shutdown attempt %d failed: %s; trying again",
                         attempt + 1, exc)
@@ -51,8 +52,8 @@ async def controlled_shutdown(broker_id: int, config: BrokerConfig, metadata: Me
     return False
 
 
-async def _ask(broker_id: int, metadata: MetadataCache, controller: Controller
-               ) -> list[tuple[str, int]]:
+async def _ask(broker_id: int, config: BrokerConfig, metadata: MetadataCache,
+               controller: Controller) -> list[tuple[str, int]]:
     # this broker's registration epoch, read again: the store re-registers a broker
     # whose session expired, with a new epoch, and the controller checks it. Its own
     # registration alone (one read), not every broker's (a listing and a read of each)
@@ -65,8 +66,7 @@ async def _ask(broker_id: int, metadata: MetadataCache, controller: Controller
     endpoint = metadata.broker(controller_id) if controller_id >= 0 else None
     if endpoint is None:
         raise KafkaError(ErrorCode.NOT_CONTROLLER, "no controller is known")
-    connection = BrokerConnection(endpoint.host, endpoint.port, f"broker-{broker_id}-shutdown",
-                                  REQUEST_TIMEOUT_S)
+    connection = connect_peer(config, endpoint, f"broker-{broker_id}-shutdown", REQUEST_TIMEOUT_S)
     try:
         response = await connection.request(CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
                                             {"broker_id": broker_id, "broker_epoch": broker_epoch})

@@ -13,9 +13,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from pybroker.client.connection import BrokerConnection, BrokerUnreachable
+from pybroker.client.connection import BrokerUnreachable
+from pybroker.client.peer import connect_peer
 from pybroker.errors import ErrorCode, KafkaError
-from pybroker.security import inter_broker
 
 if TYPE_CHECKING:
     from pybroker.controller.controller import Controller
@@ -68,9 +68,8 @@ async def forwarded(ctx: BrokerContext, request: Request) -> dict[str, Any] | No
     if client_id.endswith(FORWARDED_SUFFIX) or endpoint is None or target == ctx.broker_id:
         raise KafkaError(ErrorCode.NOT_CONTROLLER,
                          "This is not the correct controller for this cluster.")
-    connection = BrokerConnection(endpoint.host, endpoint.port,
-                                  f"broker-{ctx.broker_id}{FORWARDED_SUFFIX}",
-                                  FORWARD_TIMEOUT_S, security=inter_broker.for_config(ctx.config))
+    connection = connect_peer(ctx.config, endpoint, f"broker-{ctx.broker_id}{FORWARDED_SUFFIX}",
+                              FORWARD_TIMEOUT_S)
     try:
         return await connection.request(request.header.api_key, request.version,
                                          request.body)

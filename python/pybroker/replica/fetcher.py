@@ -34,8 +34,8 @@ import anyio
 
 from pybroker import _core
 from pybroker.client.connection import BrokerConnection, BrokerUnreachable
+from pybroker.client.peer import connect_peer
 from pybroker.config import BrokerConfig
-from pybroker.security import inter_broker
 from pybroker.errors import ErrorCode
 from pybroker.fetch.handler import FetchSessionHandler
 from pybroker.log import retention
@@ -211,11 +211,9 @@ class ReplicaFetcher:
             return None
         current = self._connection
         if current is None or (current.host, current.port) != (endpoint.host, endpoint.port):
-            self._connection = BrokerConnection(
-                endpoint.host, endpoint.port,
-                f"broker-{self.broker_id}-fetcher-{self.fetcher_id}",
-                self.config["replica.socket.timeout.ms"] / 1000,
-                security=inter_broker.for_config(self.config))
+            self._connection = connect_peer(
+                self.config, endpoint, f"broker-{self.broker_id}-fetcher-{self.fetcher_id}",
+                self.config["replica.socket.timeout.ms"] / 1000)
             self.session.reset()
         return self._connection
 

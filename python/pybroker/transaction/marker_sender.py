@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from pybroker.client.connection import BrokerConnection, BrokerUnreachable
+from pybroker.client.peer import connect_peer
 from pybroker.errors import ErrorCode
 from pybroker.transaction import markers
 
@@ -101,9 +102,9 @@ class MarkerSender:
             return {tp: ErrorCode.NOT_LEADER_OR_FOLLOWER for tp in tps}
         held = self._connections.get(leader)
         if held is None or (held[0].host, held[0].port) != (endpoint.host, endpoint.port):
-            held = (BrokerConnection(endpoint.host, endpoint.port,
-                                     f"broker-{self.ctx.broker_id}-txn-markers",
-                                     REQUEST_TIMEOUT_S), anyio.Lock())
+            held = (connect_peer(self.ctx.config, endpoint,
+                                 f"broker-{self.ctx.broker_id}-txn-markers", REQUEST_TIMEOUT_S),
+                    anyio.Lock())
             self._connections[leader] = held
         connection, lock = held
         topics: dict[str, list[int]] = {}
