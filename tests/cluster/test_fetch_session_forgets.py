@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from tests.cluster.cluster import WAIT_S, Cluster, cluster_fixture, wait_for
 from tests.cluster.one_fetch_session import fetches, hosts, topics_in_one_fetch_session
@@ -41,10 +42,12 @@ def metered_proxied_cluster(zookeeper: ZooKeeperServer, tmp_path: Path,
 def test_a_partition_answered_with_an_error_then_unfollowed_is_forgotten(
         metered_proxied_cluster: Cluster) -> None:
     cluster = metered_proxied_cluster
-    admin = cluster.admin()
-    # the follower is not the controller: the deletion goes through the controller, and
-    # the follower's ZooKeeper link is frozen meanwhile
+    # the follower's ZooKeeper link is frozen while the topic is deleted: the deletion is
+    # asked of the leader (every broker names itself as the controller and serves
+    # DeleteTopics, so a client bootstrapped on the whole cluster may ask the follower,
+    # whose store writes cannot go through meanwhile)
     leader, follower, third = topics_in_one_fetch_session(cluster, ("gone", "kept"))
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[leader].bootstrap})
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for topic in ("gone", "kept"):
         producer.produce(topic, b"before")
