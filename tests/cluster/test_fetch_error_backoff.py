@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka.admin import AdminClient
 
 from tests.cluster.cluster import WAIT_S, Cluster, cluster_fixture, wait_for
 from tests.cluster.one_fetch_session import fetches, hosts, topics_in_one_fetch_session
@@ -50,8 +51,11 @@ def answered(cluster: Cluster, broker_id: int, error: str) -> float:
 def test_an_erroring_partition_is_delayed_while_others_replicate(
         metered_proxied_cluster: Cluster) -> None:
     cluster = metered_proxied_cluster
-    admin = cluster.admin()
     leader, follower, third = topics_in_one_fetch_session(cluster, ("gone", "busy"))
+    # the deletion is asked of the leader: the follower's store link is frozen meanwhile,
+    # and every broker names itself as the controller (a client bootstrapped on the
+    # whole cluster may ask the follower)
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[leader].bootstrap})
     failures: list[KafkaError] = []
 
     def delivered(err: KafkaError | None, _msg: Message) -> None:
