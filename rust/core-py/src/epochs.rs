@@ -9,12 +9,11 @@
 //! Python thread as beside an idle one (issue 25). What is written, and when,
 //! is unchanged: each entry is durable before the call returns.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use pybroker_log::LogError;
 use pyo3::exceptions::{PyBaseException, PyValueError};
 use pyo3::prelude::*;
 
+use crate::threads::run_on_threads;
 use crate::{to_py_err, PartitionLog};
 
 /// For each `logs[i]`, records that `epochs[i]` starts at its log end offset
@@ -45,33 +44,7 @@ pub fn assign_leader_epochs(
             let end = log.log_end_offset();
             log.assign_leader_epoch(epochs[i], end)
         };
-        let threads = writers.clamp(1, logs.len().max(1));
-        if threads == 1 {
-            return (0..logs.len()).map(assign).collect();
-        }
-        let next = AtomicUsize::new(0);
-        let mut done: Vec<(usize, Result<(), LogError>)> = std::thread::scope(|s| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut mine = Vec::new();
-                        loop {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            if i >= logs.len() {
-                                break mine;
-                            }
-                            mine.push((i, assign(i)));
-                        }
-                    })
-                })
-                .collect();
-            workers
-                .into_iter()
-                .flat_map(|w| w.join().expect("a leader-epoch writer panicked"))
-                .collect()
-        });
-        done.sort_unstable_by_key(|(i, _)| *i);
-        done.into_iter().map(|(_, r)| r).collect()
+        run_on_threads(logs.len(), writers, assign)
     });
     Ok(results
         .into_iter()

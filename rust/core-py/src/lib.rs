@@ -11,6 +11,7 @@ mod fetch_channel;
 mod fetch_request;
 mod follower;
 mod open_logs;
+mod threads;
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};

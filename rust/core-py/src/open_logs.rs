@@ -11,7 +11,6 @@
 //! log's open does (recovery included) is `PartitionLog(...)`'s, unchanged.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pybroker_log::{LogConfig, OpenState};
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -19,43 +18,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3::IntoPyObjectExt;
 
+use crate::threads::run_on_threads;
 use crate::{now_ms, to_py_err, PartitionLog};
-
-/// `work(i)` for every i below `count`, on `threads` threads; the results in
-/// order.
-fn run_on_threads<T, F>(count: usize, threads: usize, work: F) -> Vec<T>
-where
-    T: Send,
-    F: Fn(usize) -> T + Sync,
-{
-    let threads = threads.clamp(1, count.max(1));
-    if threads == 1 {
-        return (0..count).map(work).collect();
-    }
-    let next = AtomicUsize::new(0);
-    let mut done: Vec<(usize, T)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= count {
-                            break mine;
-                        }
-                        mine.push((i, work(i)));
-                    }
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().expect("a log-open thread panicked"))
-            .collect()
-    });
-    done.sort_unstable_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, r)| r).collect()
-}
 
 /// Each file's first `max_bytes` bytes, or None when it does not exist, or the
 /// OSError reading it raised (errno, message, path), `threads` files at a time.
