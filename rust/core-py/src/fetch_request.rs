@@ -19,6 +19,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::IntoPyObjectExt;
 
 use crate::buf::BorrowedBuffer;
 
@@ -252,14 +253,22 @@ impl FetchRequestDecoder {
         }
     }
 
-    fn topic<'py>(&self, py: Python<'py>, r: &mut Reader<'_>) -> PyResult<Bound<'py, PyDict>> {
+    /// A topic's entry: its name or id, then its partitions, each read by
+    /// `item` (at least `least` bytes each), as `{"topic", "topic_id",
+    /// "partitions"}`: the fetched topics' and the forgotten ones' shape.
+    fn topic_entry<'py>(
+        &self,
+        py: Python<'py>,
+        r: &mut Reader<'_>,
+        least: usize,
+        mut item: impl FnMut(&mut Reader<'_>) -> PyResult<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let flexible = self.flexible();
         let (name, id) = self.topic_key(py, r)?;
-        // a partition takes at least 16 bytes (v4: partition, fetch offset, max bytes)
-        let n = r.count(flexible, 16)?;
+        let n = r.count(flexible, least)?;
         let partitions = PyList::empty(py);
         for _ in 0..n {
-            partitions.append(self.partition(py, r)?)?;
+            partitions.append(item(r)?)?;
         }
         if flexible {
             r.skip_tagged()?;
@@ -271,22 +280,13 @@ impl FetchRequestDecoder {
         Ok(d)
     }
 
+    fn topic<'py>(&self, py: Python<'py>, r: &mut Reader<'_>) -> PyResult<Bound<'py, PyDict>> {
+        // a partition takes at least 16 bytes (v4: partition, fetch offset, max bytes)
+        self.topic_entry(py, r, 16, |r| Ok(self.partition(py, r)?.into_any()))
+    }
+
     fn forgotten<'py>(&self, py: Python<'py>, r: &mut Reader<'_>) -> PyResult<Bound<'py, PyDict>> {
-        let flexible = self.flexible();
-        let (name, id) = self.topic_key(py, r)?;
-        let n = r.count(flexible, 4)?;
-        let partitions = PyList::empty(py);
-        for _ in 0..n {
-            partitions.append(r.i32()?)?;
-        }
-        if flexible {
-            r.skip_tagged()?;
-        }
-        let d = PyDict::new(py);
-        d.set_item(intern!(py, "topic"), name)?;
-        d.set_item(intern!(py, "topic_id"), id)?;
-        d.set_item(intern!(py, "partitions"), partitions)?;
-        Ok(d)
+        self.topic_entry(py, r, 4, |r| r.i32()?.into_bound_py_any(py))
     }
 
     fn body<'py>(&self, py: Python<'py>, r: &mut Reader<'_>) -> PyResult<Bound<'py, PyDict>> {
