@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 #: reaches serves it or refuses it (NOT_CONTROLLER), never forwards it again, so two
 #: brokers that each believe the other is the controller cannot pass it back and forth
 FORWARDED_SUFFIX = "-forwarded"
+#: Kafka's message for NOT_CONTROLLER
+NOT_THE_CONTROLLER = "This is not the correct controller for this cluster."
 #: how long a forwarded request may take (Kafka's request.timeout.ms default)
 FORWARD_TIMEOUT_S = 30.0
 
@@ -45,11 +47,16 @@ def advertised_controller(ctx: BrokerContext) -> int:
 def active_controller(ctx: BrokerContext) -> Controller:
     """This broker's controller when it is the elected one; else NOT_CONTROLLER (the
     client looks the controller up in Metadata and asks it)."""
-    controller = ctx.controller
-    if controller is None or not controller.is_active:
-        raise KafkaError(ErrorCode.NOT_CONTROLLER,
-                         "This is not the correct controller for this cluster.")
+    controller = _elected(ctx)
+    if controller is None:
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, NOT_THE_CONTROLLER)
     return controller
+
+
+def _elected(ctx: BrokerContext) -> Controller | None:
+    """This broker's controller when it is the elected one."""
+    controller = ctx.controller
+    return controller if controller is not None and controller.is_active else None
 
 
 async def forwarded(ctx: BrokerContext, request: Request) -> dict[str, Any] | None:
@@ -59,15 +66,13 @@ async def forwarded(ctx: BrokerContext, request: Request) -> dict[str, Any] | No
     principal again, so a forward can be refused there but never allowed by it alone.
     NOT_CONTROLLER (retriable: the client asks again) when no controller is known or
     it cannot be reached, or when the request was itself forwarded to this broker."""
-    controller = ctx.controller
-    if controller is not None and controller.is_active:
+    if _elected(ctx) is not None:
         return None
     client_id = request.header.client_id or ""
     target = ctx.metadata.controller_id
     endpoint = ctx.metadata.broker(target) if target >= 0 else None
     if client_id.endswith(FORWARDED_SUFFIX) or endpoint is None or target == ctx.broker_id:
-        raise KafkaError(ErrorCode.NOT_CONTROLLER,
-                         "This is not the correct controller for this cluster.")
+        raise KafkaError(ErrorCode.NOT_CONTROLLER, NOT_THE_CONTROLLER)
     connection = connect_peer(ctx.config, endpoint, f"broker-{ctx.broker_id}{FORWARDED_SUFFIX}",
                               FORWARD_TIMEOUT_S)
     try:
