@@ -74,8 +74,19 @@ def test_an_admin_request_right_after_the_controller_is_killed_is_answered(
     asked = other_than_controller(cluster)
     controller = cluster.controller()
     assert controller is not None
-    admin = AdminClient({"bootstrap.servers": cluster.brokers[asked].bootstrap})
-    admin.list_topics(timeout=10)  # connected, and its metadata cached, before the kill
+
+    def naming_another() -> tuple[AdminClient] | None:
+        # connected, and its metadata cached, before the kill. librdkafka may take its
+        # metadata from any broker it learned of (and answer later asks from its
+        # cache), and the answering broker names itself: the controller is about to
+        # die, so the client used holds another broker's answer. The old code never gave
+        # one (every broker named the controller), so this wait fails there
+        admin = AdminClient({"bootstrap.servers": cluster.brokers[asked].bootstrap})
+        named = admin.list_topics(timeout=10).controller_id
+        # (in a tuple: a client object is falsy, it has a length)
+        return (admin,) if named not in (None, -1, controller) else None
+    admin, = wait_for(naming_another,
+                      what="a client whose metadata names a broker other than the controller")
     cluster.kill(controller)
     started = time.monotonic()
     resource = ConfigResource(ResourceType.TOPIC, "forwarded")
